@@ -1,0 +1,96 @@
+// The client side: accepts connections and runs protocol v1 sessions on them.
+#pragma once
+
+#include "redlockd/config.hpp"
+#include "redlockd/lock_engine.hpp"
+#include "redlockd/net.hpp"
+#include "redlockd/protocol.hpp"
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+
+namespace spdlog {
+class logger;
+}
+
+namespace redlockd {
+
+class client_session;
+
+// What sessions share: the engine, limits, and the text of HELLO and INFO.
+struct session_context {
+  lock_engine& engine;
+  const config& cfg;
+  request_limits limits;
+  std::string hello_line;
+  std::function<std::string()> info_json;
+  std::shared_ptr<spdlog::logger> log;
+};
+
+class client_server {
+public:
+  client_server(net::io_context& io, session_context& context);
+
+  // Binds and listens; throws on failure (address in use, ...).
+  void listen(const endpoint& address);
+  void start();
+  // Stops accepting and closes every session.
+  void stop();
+
+  std::size_t clients() const { return sessions_.size(); }
+  tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+
+private:
+  friend class client_session;
+  awaitable<void> accept_loop();
+
+  net::io_context& io_;
+  session_context& context_;
+  tcp::acceptor acceptor_;
+  std::unordered_set<std::shared_ptr<client_session>> sessions_;
+  std::uint64_t next_session_id_ = 1;
+};
+
+// One client connection. Requests are read in chunks and handled as they come; replies are
+// written in request order, everything ready in one loop turn in one write.
+class client_session : public reply_sink, public std::enable_shared_from_this<client_session> {
+public:
+  client_session(tcp::socket socket, client_server& server, std::uint64_t id);
+
+  void start();
+  void close();
+  void deliver(std::uint64_t seq, std::string line) override;
+
+private:
+  awaitable<void> read_requests();
+  void handle_line(std::string_view line);
+  std::uint64_t reserve_reply() { return next_seq_++; }
+  void schedule_flush();
+  void write_pending();
+  void finish_if_done();
+
+  tcp::socket socket_;
+  client_server& server_;
+  session_context& context_;
+  std::uint64_t id_;
+  line_splitter lines_;
+  std::vector<char> read_buffer_;
+
+  // Replies not yet written, by sequence number from first_seq_; empty while pending.
+  std::deque<std::optional<std::string>> replies_;
+  std::uint64_t first_seq_ = 0;
+  std::uint64_t next_seq_ = 0;
+
+  std::string pending_;
+  std::string writing_;
+  bool write_in_progress_ = false;
+  bool flush_posted_ = false;
+  bool reading_done_ = false; // QUIT, LINE_TOO_LONG or end of input: close once all is written
+  bool closed_ = false;
+};
+
+} // namespace redlockd

@@ -1,0 +1,63 @@
+// Daemon configuration: an aggregate with defaults, parsed and validated from JSON. No I/O.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlockd {
+
+// A "host:port" pair; IPv6 literals are written "[::1]:7400".
+struct endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+
+  std::string to_string() const; // "host:port", brackets for IPv6 literals
+  friend bool operator==(const endpoint&, const endpoint&) = default;
+};
+
+// Most masters a fleet may have.
+inline constexpr std::size_t max_nodes = 16;
+
+struct config {
+  // Where clients connect.
+  endpoint listen{"127.0.0.1", 7400};
+  // The independent Redis masters. The embedded default is the local fleet of scripts/fleet.
+  std::vector<endpoint> nodes{{"127.0.0.1", 7001}, {"127.0.0.1", 7002}, {"127.0.0.1", 7003},
+                              {"127.0.0.1", 7004}, {"127.0.0.1", 7005}};
+  // Prepended to every resource to form its Redis key.
+  std::string key_prefix;
+  // The never-expiring fencing counter key on every node.
+  std::string fence_key = "redlockd:fence";
+  // Fraction of the TTL subtracted from validity for clock drift (plus 2 ms).
+  double clock_drift_factor = 0.01;
+  // How long one node may take to answer one request, in ms; capped at ttl/10 per request.
+  std::uint32_t node_timeout_ms = 50;
+  // Accepted TTL range, in ms.
+  std::uint64_t min_ttl_ms = 10;
+  std::uint64_t max_ttl_ms = 3'600'000;
+  // Longest request line, in bytes, without its LF.
+  std::uint32_t max_line_bytes = 4096;
+  // spdlog level: trace, debug, info, warn, error, critical, off.
+  std::string log_level = "info";
+};
+
+// A config problem; what() names the key, e.g. "node_timeout_ms: must be between 1 and 10000".
+class config_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses "host:port" or "[v6]:port". Throws config_error (message without key name).
+endpoint parse_endpoint(std::string_view text);
+
+// Parses a JSON document into a config, starting from the defaults above.
+// Unknown keys, wrong types and out-of-range values throw config_error naming the key.
+config parse_config(std::string_view json_text);
+
+// Checks cross-field rules (also run by parse_config); throws config_error.
+void validate(const config& cfg);
+
+} // namespace redlockd

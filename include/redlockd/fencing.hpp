@@ -1,0 +1,64 @@
+// Fencing tokens as a replicated max-register (design-notes.md). No I/O.
+//
+// Every node keeps a never-expiring counter. An acquisition proposes T inside the script that
+// sets the lock; a granting node stores max(counter, T) and returns its previous counter. If every
+// granting node of the quorum had counter < T, T is now on a majority and larger than any token
+// handed out before (majorities intersect): it is safe. Otherwise another proposal, above
+// everything seen, goes to all nodes in a further round.
+#pragma once
+
+#include <cstdint>
+
+namespace redlockd {
+
+// The daemon's high-water mark: every proposal is unique and above everything observed.
+class fence_register {
+public:
+  // A new proposal, strictly above every earlier proposal and observation.
+  std::uint64_t propose() { return ++high_water_; }
+  // A counter value seen on a node (at connect, or returned by a script).
+  void observe(std::uint64_t value) {
+    if (value > high_water_)
+      high_water_ = value;
+  }
+  std::uint64_t high_water() const { return high_water_; }
+
+private:
+  std::uint64_t high_water_ = 0;
+};
+
+// One round of a proposal: collects the previous counters the voting nodes returned.
+class fence_round {
+public:
+  fence_round() = default;
+  explicit fence_round(std::uint64_t proposed) : proposed_(proposed) {}
+
+  std::uint64_t proposed() const { return proposed_; }
+
+  // A node stored max(counter, proposed) and returned its previous counter.
+  // Returns true if that node had not seen anything at or above the proposal.
+  bool accept(std::uint64_t previous) {
+    if (previous > max_previous_)
+      max_previous_ = previous;
+    if (previous >= proposed_) {
+      conflict_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  // Some voting node had already seen the proposal or more: the token is not safe.
+  bool conflict() const { return conflict_; }
+  std::uint64_t max_previous() const { return max_previous_; }
+
+private:
+  std::uint64_t proposed_ = 0;
+  std::uint64_t max_previous_ = 0;
+  bool conflict_ = false;
+};
+
+// Parses a counter as the scripts return it (decimal string, "" or nil meaning 0).
+// Returns false on anything that is not a plain uint64.
+bool parse_counter(const char* text, std::size_t length, std::uint64_t& value);
+
+} // namespace redlockd

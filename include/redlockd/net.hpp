@@ -1,0 +1,25 @@
+// Asio shim: include this before any other Boost.Asio header.
+#pragma once
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (fixed upstream in
+// Asio 1.22.1). Clang builds also need BOOST_ASIO_HAS_CO_AWAIT, set by CMake.
+#include <utility>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+namespace redlockd {
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using error_code_t = boost::system::error_code;
+template <typename T = void>
+using awaitable = net::awaitable<T>;
+} // namespace redlockd

@@ -1,0 +1,59 @@
+// Per-node pipeline bookkeeping: which reply answers which request. No I/O.
+//
+// Requests written to one connection are answered in order, so a FIFO of tags is enough. A
+// request that timed out keeps its slot: its late reply is still matched here and then
+// discarded by whoever owns the tag (the operation's generation no longer matches).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+namespace redlockd {
+
+// What a reply on a node connection is for.
+enum class request_kind : std::uint8_t {
+  // Sent by the lock engine on behalf of an operation.
+  acquire,
+  release,
+  extend,
+  fence_bump,
+  // Sent by the connection itself.
+  load_script,
+  read_fence,
+  server_info,
+  ping,
+};
+
+struct request_tag {
+  request_kind kind = request_kind::ping;
+  std::uint32_t op = 0;         // operation slot in the engine, or script index for load_script
+  std::uint32_t generation = 0; // the slot's generation when sent; 0 = nobody waits
+};
+
+class pipeline {
+public:
+  void push(const request_tag& tag) { in_flight_.push_back(tag); }
+  bool empty() const { return in_flight_.empty(); }
+  std::size_t size() const { return in_flight_.size(); }
+  // The tag a reply that just arrived answers. Precondition: !empty().
+  request_tag pop() {
+    request_tag tag = in_flight_.front();
+    in_flight_.pop_front();
+    return tag;
+  }
+  // The connection was lost: hands every outstanding tag to `fail`, oldest first, and empties.
+  template <typename F>
+  void fail_all(F&& fail) {
+    while (!in_flight_.empty()) {
+      request_tag tag = in_flight_.front();
+      in_flight_.pop_front();
+      fail(tag);
+    }
+  }
+
+private:
+  std::deque<request_tag> in_flight_;
+};
+
+} // namespace redlockd

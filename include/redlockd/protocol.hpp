@@ -1,0 +1,124 @@
+// Client protocol v1 (proto/PROTOCOL.md): request parsing and reply formatting. No I/O.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace redlockd {
+
+// The ERR codes of protocol v1, in the order the spec lists them.
+enum class error_code : std::uint8_t {
+  syntax,
+  unknown_command,
+  bad_resource,
+  bad_ttl,
+  bad_owner,
+  line_too_long,
+  noauth,
+  auth_failed,
+  too_many,
+  shutting_down,
+  internal,
+};
+
+// "SYNTAX", "UNKNOWN_COMMAND", ...
+std::string_view to_string(error_code code);
+
+// Limits the parser enforces; filled from the config.
+struct request_limits {
+  std::uint64_t min_ttl_ms = 10;
+  std::uint64_t max_ttl_ms = 3'600'000;
+};
+
+inline constexpr std::size_t max_resource_bytes = 256;
+inline constexpr std::size_t owner_hex_chars = 40;
+
+// Parsed requests. string_views point into the line given to parse_request().
+struct ping_request {
+  std::optional<std::string_view> word;
+};
+struct hello_request {};
+struct auth_request {
+  std::string_view secret;
+};
+struct lock_request {
+  std::string_view resource;
+  std::uint64_t ttl_ms = 0;
+  std::optional<std::uint64_t> wait_ms; // WAIT <ms>
+  bool keep = false;                    // KEEP
+};
+struct unlock_request {
+  std::string_view resource;
+  std::string_view owner;
+};
+struct extend_request {
+  std::string_view resource;
+  std::string_view owner;
+  std::uint64_t ttl_ms = 0;
+};
+struct info_request {};
+struct quit_request {};
+
+struct parse_error {
+  error_code code;
+  std::string message; // one line, no LF
+};
+
+using request = std::variant<ping_request, hello_request, auth_request, lock_request,
+                             unlock_request, extend_request, info_request, quit_request>;
+
+// Result of parsing one line (without its LF / CRLF):
+// - std::monostate: an empty (or all-space) line, which is ignored and gets no reply;
+// - request: a well-formed request;
+// - parse_error: answer "ERR <CODE> <message>".
+using parse_result = std::variant<std::monostate, request, parse_error>;
+
+parse_result parse_request(std::string_view line, const request_limits& limits);
+
+// Validators shared by the parser and by tests.
+bool is_valid_resource(std::string_view resource);
+bool is_valid_owner(std::string_view owner);
+// Strict decimal: digits only, no sign, no leading '+', fits in uint64.
+std::optional<std::uint64_t> parse_decimal(std::string_view text);
+
+// Splits a byte stream into lines. Strips LF and one CR before it.
+class line_splitter {
+public:
+  explicit line_splitter(std::size_t max_line_bytes) : max_line_bytes_(max_line_bytes) {}
+
+  enum class status : std::uint8_t { line, need_more, too_long };
+
+  // Appends received bytes.
+  void feed(std::string_view bytes) { buffer_.append(bytes); }
+
+  // Takes the next complete line. `line` stays valid until the next call to next() or feed().
+  // too_long: the current line exceeds max_line_bytes (content without LF/CRLF); it is reported
+  // as soon as that many bytes are buffered without a LF, so a client cannot make us buffer more.
+  status next(std::string_view& line);
+
+  std::size_t buffered() const { return buffer_.size() - consumed_; }
+
+private:
+  std::size_t max_line_bytes_;
+  std::string buffer_;
+  std::size_t consumed_ = 0;
+};
+
+// Reply lines. Each returns the full line including the trailing LF.
+std::string format_ok();
+std::string format_pong(std::optional<std::string_view> word);
+std::string format_hello(std::string_view version, std::size_t nodes, std::size_t quorum);
+std::string format_lock_ok(std::string_view owner, std::uint64_t fence, std::int64_t validity_ms);
+std::string format_extend_ok(std::int64_t validity_ms);
+std::string format_busy(std::uint64_t retry_ms);
+std::string format_noquorum(std::size_t granted, std::size_t needed);
+std::string format_notheld();
+std::string format_error(error_code code, std::string_view message);
+std::string format_info(std::string_view json_one_line);
+std::string format_lost(std::string_view resource, std::string_view owner);
+
+} // namespace redlockd

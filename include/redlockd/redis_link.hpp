@@ -1,0 +1,90 @@
+// One long-lived connection to one Redis master: connects, loads the scripts, pipelines every
+// command queued in a loop turn into one write, matches replies in order, checks health, and
+// reconnects with capped, jittered backoff.
+#pragma once
+
+#include "redlockd/config.hpp"
+#include "redlockd/lock_engine.hpp"
+#include "redlockd/net.hpp"
+#include "redlockd/pipeline.hpp"
+#include "redlockd/resp.hpp"
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace spdlog {
+class logger;
+}
+
+namespace redlockd {
+
+class redis_link {
+public:
+  enum class state : std::uint8_t { connecting, handshaking, ok, down };
+
+  redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
+             std::shared_ptr<spdlog::logger> log);
+
+  // Replies and failures of engine requests go to `engine`; call before start().
+  void attach(lock_engine& engine) { engine_ = &engine; }
+  void start();
+  void stop();
+
+  bool usable() const { return state_ == state::ok; }
+  state current_state() const { return state_; }
+  const endpoint& address() const { return address_; }
+  std::int64_t rtt_us() const { return rtt_us_; }
+
+  // Queues a command; everything queued before the loop turn ends goes out in one write.
+  void send(const request_tag& tag, std::string_view command);
+  // Loads the scripts again (the node answered NOSCRIPT).
+  void reload_scripts();
+
+private:
+  awaitable<void> run();
+  awaitable<void> read_replies();
+  awaitable<void> check_health();
+  void handle_reply(const request_tag& tag, const redisReply& reply);
+  void queue_script_loads(std::uint32_t handshake);
+  void schedule_flush();
+  void write_pending();
+  void drop_connection(std::string_view why);
+  std::chrono::milliseconds next_backoff();
+
+  net::io_context& io_;
+  std::size_t index_;
+  endpoint address_;
+  const config& cfg_;
+  std::shared_ptr<spdlog::logger> log_;
+  lock_engine* engine_ = nullptr;
+
+  tcp::socket socket_;
+  net::steady_timer connect_timer_;
+  net::steady_timer health_timer_;
+  state state_ = state::connecting;
+  bool stopping_ = false;
+  std::uint64_t connection_ = 0; // counts connections, so that stale handlers can tell
+
+  pipeline pipeline_;
+  reply_reader reader_;
+  std::vector<char> read_buffer_;
+  std::string pending_; // queued, not yet written
+  std::string writing_; // being written
+  bool write_in_progress_ = false;
+  bool flush_posted_ = false;
+
+  std::size_t handshake_left_ = 0;
+  bool reload_in_progress_ = false;
+  bool ping_outstanding_ = false;
+  clock_type::time_point ping_sent_{};
+  clock_type::time_point last_progress_{};
+  std::int64_t rtt_us_ = -1;
+
+  unsigned failures_ = 0; // consecutive failed connection attempts
+  std::minstd_rand jitter_;
+};
+
+} // namespace redlockd

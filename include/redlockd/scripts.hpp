@@ -1,0 +1,18 @@
+// The Lua scripts the daemon runs on every master, loaded once per connection and called by SHA.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace redlockd {
+
+enum class script : std::size_t { acquire = 0, release = 1, extend = 2, fence_bump = 3 };
+inline constexpr std::size_t script_count = 4;
+
+// Script source text.
+std::string_view script_source(script s);
+// SHA1 hex of the source, as SCRIPT LOAD / EVALSHA name it.
+std::string_view script_sha(script s);
+
+} // namespace redlockd

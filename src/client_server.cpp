@@ -1,0 +1,238 @@
+#include "redlockd/client_server.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <type_traits>
+
+namespace redlockd {
+namespace {
+
+constexpr std::size_t read_chunk = 16 * 1024;
+
+} // namespace
+
+client_server::client_server(net::io_context& io, session_context& context)
+    : io_(io), context_(context), acceptor_(io) {}
+
+void client_server::listen(const endpoint& address) {
+  tcp::resolver resolver(io_);
+  const auto results = resolver.resolve(address.host, std::to_string(address.port),
+                                        tcp::resolver::passive | tcp::resolver::numeric_service);
+  const tcp::endpoint where = results.begin()->endpoint();
+  acceptor_.open(where.protocol());
+  acceptor_.set_option(tcp::acceptor::reuse_address(true));
+  acceptor_.bind(where);
+  acceptor_.listen(net::socket_base::max_listen_connections);
+}
+
+void client_server::start() {
+  net::co_spawn(io_, accept_loop(), [log = context_.log](std::exception_ptr error) {
+    if (!error)
+      return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      log->critical("accept loop failed: {}", e.what());
+    }
+  });
+}
+
+void client_server::stop() {
+  error_code_t ignored;
+  acceptor_.close(ignored);
+  for (const auto& session : std::unordered_set(sessions_))
+    session->close();
+}
+
+awaitable<void> client_server::accept_loop() {
+  while (acceptor_.is_open()) {
+    error_code_t ec;
+    tcp::socket socket = co_await acceptor_.async_accept(net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor_.is_open())
+        co_return;
+      // Out of descriptors and the like: keep serving the clients we have.
+      context_.log->warn("accept failed: {}", ec.message());
+      net::steady_timer pause(io_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    auto session = std::make_shared<client_session>(std::move(socket), *this, next_session_id_++);
+    sessions_.insert(session);
+    session->start();
+  }
+}
+
+client_session::client_session(tcp::socket socket, client_server& server, std::uint64_t id)
+    : socket_(std::move(socket)), server_(server), context_(server.context_), id_(id),
+      lines_(server.context_.cfg.max_line_bytes), read_buffer_(read_chunk) {}
+
+void client_session::start() {
+  net::co_spawn(socket_.get_executor(), read_requests(),
+                [self = shared_from_this()](std::exception_ptr error) {
+                  if (!error)
+                    return;
+                  try {
+                    std::rethrow_exception(error);
+                  } catch (const std::exception& e) {
+                    self->context_.log->error("client {}: {}", self->id_, e.what());
+                  }
+                  self->close();
+                });
+}
+
+void client_session::close() {
+  if (closed_)
+    return;
+  closed_ = true;
+  error_code_t ignored;
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  replies_.clear();
+  pending_.clear();
+  // Operations in flight keep this object alive through their sink and deliver into nothing.
+  server_.sessions_.erase(shared_from_this());
+}
+
+awaitable<void> client_session::read_requests() {
+  auto self = shared_from_this();
+  while (!reading_done_ && !closed_) {
+    error_code_t ec;
+    const std::size_t n = co_await socket_.async_read_some(
+        net::buffer(read_buffer_), net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      if (ec == net::error::eof) {
+        // Half-closed (`nc -N`, `printf ... | nc -q 1`): answer what came, then close.
+        reading_done_ = true;
+        finish_if_done();
+      } else {
+        close();
+      }
+      co_return;
+    }
+    lines_.feed({read_buffer_.data(), n});
+    std::string_view line;
+    for (;;) {
+      const auto status = lines_.next(line);
+      if (status == line_splitter::status::need_more)
+        break;
+      if (status == line_splitter::status::too_long) {
+        deliver(reserve_reply(),
+                format_error(error_code::line_too_long,
+                             "line longer than " + std::to_string(context_.cfg.max_line_bytes) +
+                                 " bytes; closing"));
+        reading_done_ = true;
+        break;
+      }
+      handle_line(line);
+      if (reading_done_ || closed_)
+        break;
+    }
+    finish_if_done();
+  }
+}
+
+void client_session::handle_line(std::string_view line) {
+  parse_result parsed = parse_request(line, context_.limits);
+  if (std::holds_alternative<std::monostate>(parsed))
+    return;
+  const std::uint64_t seq = reserve_reply();
+  replies_.emplace_back();
+  if (auto* error = std::get_if<parse_error>(&parsed)) {
+    deliver(seq, format_error(error->code, error->message));
+    return;
+  }
+  try {
+    std::visit(
+        [&](const auto& req) {
+          using type = std::decay_t<decltype(req)>;
+          if constexpr (std::is_same_v<type, ping_request>) {
+            deliver(seq, format_pong(req.word));
+          } else if constexpr (std::is_same_v<type, hello_request>) {
+            deliver(seq, context_.hello_line);
+          } else if constexpr (std::is_same_v<type, auth_request>) {
+            // No client secret is configured: every client is let in, AUTH is a no-op.
+            deliver(seq, format_ok());
+          } else if constexpr (std::is_same_v<type, lock_request>) {
+            if (req.wait_ms || req.keep)
+              deliver(seq, format_error(error_code::syntax,
+                                        "WAIT and KEEP are not supported by this version"));
+            else
+              context_.engine.lock(req, shared_from_this(), seq);
+          } else if constexpr (std::is_same_v<type, unlock_request>) {
+            context_.engine.unlock(req, shared_from_this(), seq);
+          } else if constexpr (std::is_same_v<type, extend_request>) {
+            context_.engine.extend(req, shared_from_this(), seq);
+          } else if constexpr (std::is_same_v<type, info_request>) {
+            deliver(seq, format_info(context_.info_json()));
+          } else if constexpr (std::is_same_v<type, quit_request>) {
+            deliver(seq, format_ok());
+            reading_done_ = true;
+          }
+        },
+        std::get<request>(parsed));
+  } catch (const std::exception& e) {
+    context_.log->error("client {}: request failed: {}", id_, e.what());
+    if (seq >= first_seq_ && seq - first_seq_ < replies_.size() && !replies_[seq - first_seq_])
+      deliver(seq, format_error(error_code::internal, "internal error"));
+  }
+}
+
+void client_session::deliver(std::uint64_t seq, std::string line) {
+  if (closed_ || seq < first_seq_)
+    return;
+  const std::uint64_t index = seq - first_seq_;
+  while (replies_.size() <= index)
+    replies_.emplace_back();
+  replies_[index] = std::move(line);
+  // Replies leave in request order: only a ready head can be written.
+  while (!replies_.empty() && replies_.front()) {
+    pending_.append(*replies_.front());
+    replies_.pop_front();
+    ++first_seq_;
+  }
+  schedule_flush();
+}
+
+void client_session::schedule_flush() {
+  if (flush_posted_ || write_in_progress_ || pending_.empty() || closed_)
+    return;
+  flush_posted_ = true;
+  net::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->flush_posted_ = false;
+    self->write_pending();
+  });
+}
+
+void client_session::write_pending() {
+  if (write_in_progress_ || closed_)
+    return;
+  if (pending_.empty()) {
+    finish_if_done();
+    return;
+  }
+  writing_.swap(pending_);
+  pending_.clear();
+  write_in_progress_ = true;
+  net::async_write(socket_, net::buffer(writing_),
+                   [self = shared_from_this()](const error_code_t& ec, std::size_t) {
+                     self->write_in_progress_ = false;
+                     self->writing_.clear();
+                     if (ec) {
+                       self->close();
+                       return;
+                     }
+                     self->write_pending();
+                   });
+}
+
+void client_session::finish_if_done() {
+  // After QUIT, a too long line or the client's end of input: close once every reply is out.
+  if (!reading_done_ || closed_ || write_in_progress_ || flush_posted_ || !pending_.empty() ||
+      !replies_.empty())
+    return;
+  close();
+}
+
+} // namespace redlockd

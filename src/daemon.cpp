@@ -1,0 +1,140 @@
+#include "redlockd/daemon.hpp"
+
+#include "redlockd/client_server.hpp"
+#include "redlockd/lock_engine.hpp"
+#include "redlockd/net.hpp"
+#include "redlockd/redis_link.hpp"
+
+#include <boost/asio/signal_set.hpp>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+
+namespace redlockd {
+namespace {
+
+std::string_view state_name(redis_link::state s) {
+  switch (s) {
+  case redis_link::state::ok:
+    return "ok";
+  case redis_link::state::down:
+    return "down";
+  case redis_link::state::connecting:
+  case redis_link::state::handshaking:
+    return "connecting";
+  }
+  return "unknown";
+}
+
+} // namespace
+
+// The engine's view of the fleet: routes its commands to the links and arms its one timer.
+struct daemon::impl final : node_io {
+  impl(config c, std::shared_ptr<spdlog::logger> l)
+      : cfg(std::move(c)), log(std::move(l)), io(1), engine_timer(io), signals(io, SIGINT, SIGTERM),
+        engine(cfg, *this, log), started(clock_type::now()),
+        context{engine, cfg, request_limits{cfg.min_ttl_ms, cfg.max_ttl_ms}, hello(), {}, log},
+        server(io, context) {
+    context.info_json = [this] { return info(); };
+    for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
+      links.push_back(std::make_unique<redis_link>(io, i, cfg.nodes[i], cfg, log));
+      links.back()->attach(engine);
+    }
+  }
+
+  bool usable(std::size_t node) const override { return links[node]->usable(); }
+  void send(std::size_t node, const request_tag& tag, std::string_view command) override {
+    links[node]->send(tag, command);
+  }
+  void reload_scripts(std::size_t node) override { links[node]->reload_scripts(); }
+  void arm_timer(clock_type::time_point when) override {
+    engine_timer.expires_at(when); // cancels the earlier wait, whose handler then does nothing
+    engine_timer.async_wait([this](const error_code_t& ec) {
+      if (!ec)
+        engine.on_timer();
+    });
+  }
+
+  std::string hello() const {
+    return format_hello(REDLOCKD_VERSION, cfg.nodes.size(), quorum(cfg.nodes.size()));
+  }
+
+  std::string info() const {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& link : links)
+      nodes.push_back({{"address", link->address().to_string()},
+                       {"state", state_name(link->current_state())},
+                       {"rtt_us", link->rtt_us()},
+                       {"quarantined_ms", 0}});
+    const engine_counters& c = engine.counters();
+    const nlohmann::json doc = {
+        {"version", REDLOCKD_VERSION},
+        {"uptime_s",
+         std::chrono::duration_cast<std::chrono::seconds>(clock_type::now() - started).count()},
+        {"quorum", quorum(cfg.nodes.size())},
+        {"nodes", nodes},
+        {"counters",
+         {{"acquired", c.acquired},
+          {"busy", c.busy},
+          {"noquorum", c.noquorum},
+          {"released", c.released},
+          {"extended", c.extended},
+          {"notheld", c.notheld},
+          {"lost", c.lost},
+          {"fence_conflicts", c.fence_conflicts}}},
+        {"fence_high_water", engine.fence_high_water()},
+        {"clients", server.clients()},
+        {"operations_in_flight", engine.operations_in_flight()},
+    };
+    return doc.dump();
+  }
+
+  config cfg;
+  std::shared_ptr<spdlog::logger> log;
+  net::io_context io;
+  net::steady_timer engine_timer;
+  net::signal_set signals;
+  lock_engine engine;
+  clock_type::time_point started;
+  session_context context;
+  client_server server;
+  std::vector<std::unique_ptr<redis_link>> links;
+};
+
+daemon::daemon(config cfg, std::shared_ptr<spdlog::logger> log)
+    : impl_(std::make_unique<impl>(std::move(cfg), std::move(log))) {}
+
+daemon::~daemon() = default;
+
+int daemon::run() {
+  impl& d = *impl_;
+  d.server.listen(d.cfg.listen);
+  std::string nodes;
+  for (const auto& node : d.cfg.nodes)
+    nodes += (nodes.empty() ? "" : ",") + node.to_string();
+  d.log->info("redlockd {} listening on {} with {} nodes (quorum {}): {}", REDLOCKD_VERSION,
+              d.cfg.listen.to_string(), d.cfg.nodes.size(), quorum(d.cfg.nodes.size()), nodes);
+  d.log->info("node timeout {} ms, ttl {}..{} ms, drift factor {}, key prefix '{}', fence key '{}'",
+              d.cfg.node_timeout_ms, d.cfg.min_ttl_ms, d.cfg.max_ttl_ms, d.cfg.clock_drift_factor,
+              d.cfg.key_prefix, d.cfg.fence_key);
+  for (auto& link : d.links)
+    link->start();
+  d.server.start();
+  d.signals.async_wait([&d](const error_code_t& ec, int signal) {
+    if (ec)
+      return;
+    d.log->info("signal {} received; stopping", signal);
+    d.server.stop();
+    for (auto& link : d.links)
+      link->stop();
+    d.engine_timer.cancel();
+    d.io.stop();
+  });
+  d.io.run();
+  d.log->info("stopped");
+  return 0;
+}
+
+} // namespace redlockd

@@ -1,0 +1,115 @@
+#include "redlockd/scripts.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace redlockd {
+namespace {
+
+// Compares decimal counters without leading zeros exactly, as strings: Lua numbers are doubles
+// and would round counters above 2^53.
+#define REDLOCKD_LUA_LESS "local function less(a, b) return #a < #b or (#a == #b and a < b) end\n"
+
+// KEYS: lock key, fence key. ARGV: owner, ttl ms, proposed token.
+// Granted: {1, previous counter}. Refused: {0, remaining TTL of the holder in ms}.
+constexpr std::string_view acquire_source =
+    REDLOCKD_LUA_LESS
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    "  local c = redis.call('get', KEYS[2]) or '0'\n"
+    "  if less(c, ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end\n"
+    "  return {1, c}\n"
+    "end\n"
+    "return {0, redis.call('pttl', KEYS[1])}\n";
+
+// KEYS: lock key. ARGV: owner. 1 if deleted, 0 if the key holds another owner or is gone.
+constexpr std::string_view release_source =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
+    "return 0\n";
+
+// KEYS: lock key. ARGV: owner, ttl ms. 1 if the TTL was set, 0 if not held by owner.
+constexpr std::string_view extend_source =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+    "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
+    "end\n"
+    "return 0\n";
+
+// KEYS: fence key. ARGV: proposed token. Stores max(counter, token), returns the previous counter.
+constexpr std::string_view fence_bump_source =
+    REDLOCKD_LUA_LESS
+    "local c = redis.call('get', KEYS[1]) or '0'\n"
+    "if less(c, ARGV[1]) then redis.call('set', KEYS[1], ARGV[1]) end\n"
+    "return c\n";
+
+#undef REDLOCKD_LUA_LESS
+
+// SHA-1 (FIPS 180-1), only to name the scripts the way Redis does.
+std::string sha1_hex(std::string_view text) {
+  std::uint32_t h[5] = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
+  std::string data(text);
+  const std::uint64_t bit_length = static_cast<std::uint64_t>(text.size()) * 8;
+  data.push_back(static_cast<char>(0x80));
+  while (data.size() % 64 != 56)
+    data.push_back('\0');
+  for (int i = 7; i >= 0; --i)
+    data.push_back(static_cast<char>((bit_length >> (i * 8)) & 0xff));
+  auto rotl = [](std::uint32_t x, int n) { return (x << n) | (x >> (32 - n)); };
+  for (std::size_t block = 0; block < data.size(); block += 64) {
+    std::uint32_t w[80];
+    for (int i = 0; i < 16; ++i) {
+      const auto* p = reinterpret_cast<const unsigned char*>(data.data() + block + 4 * i);
+      w[i] = (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) |
+             (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
+    }
+    for (int i = 16; i < 80; ++i)
+      w[i] = rotl(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    std::uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 80; ++i) {
+      std::uint32_t f = 0, k = 0;
+      if (i < 20) {
+        f = (b & c) | (~b & d);
+        k = 0x5A827999;
+      } else if (i < 40) {
+        f = b ^ c ^ d;
+        k = 0x6ED9EBA1;
+      } else if (i < 60) {
+        f = (b & c) | (b & d) | (c & d);
+        k = 0x8F1BBCDC;
+      } else {
+        f = b ^ c ^ d;
+        k = 0xCA62C1D6;
+      }
+      const std::uint32_t t = rotl(a, 5) + f + e + k + w[i];
+      e = d;
+      d = c;
+      c = rotl(b, 30);
+      b = a;
+      a = t;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (std::uint32_t word : h)
+    for (int shift = 28; shift >= 0; shift -= 4)
+      out.push_back(hex[(word >> shift) & 0xf]);
+  return out;
+}
+
+constexpr std::string_view sources[script_count] = {acquire_source, release_source, extend_source,
+                                                    fence_bump_source};
+
+} // namespace
+
+std::string_view script_source(script s) { return sources[static_cast<std::size_t>(s)]; }
+
+std::string_view script_sha(script s) {
+  static const std::string shas[script_count] = {sha1_hex(sources[0]), sha1_hex(sources[1]),
+                                                 sha1_hex(sources[2]), sha1_hex(sources[3])};
+  return shas[static_cast<std::size_t>(s)];
+}
+
+} // namespace redlockd

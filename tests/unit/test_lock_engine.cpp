@@ -1,0 +1,357 @@
+// The engine against scripted node answers: the Redis replies are real RESP bytes run through the
+// hiredis reader; only the transport is replaced.
+#include "redlockd/lock_engine.hpp"
+#include "redlockd/resp.hpp"
+#include "redlockd/scripts.hpp"
+
+#include <catch2/catch.hpp>
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace redlockd;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct sent_command {
+  std::size_t node;
+  request_tag tag;
+  std::string bytes;
+};
+
+struct fake_nodes : node_io {
+  explicit fake_nodes(std::size_t n) : up(n, true) {}
+  bool usable(std::size_t node) const override { return up[node]; }
+  void send(std::size_t node, const request_tag& tag, std::string_view command) override {
+    sent.push_back({node, tag, std::string(command)});
+  }
+  void reload_scripts(std::size_t node) override { reloads.push_back(node); }
+  void arm_timer(clock_type::time_point when) override { armed = when; }
+
+  // Commands of one kind, in the order they were sent.
+  std::vector<sent_command> of(request_kind kind) const {
+    std::vector<sent_command> out;
+    for (const auto& c : sent)
+      if (c.tag.kind == kind)
+        out.push_back(c);
+    return out;
+  }
+
+  std::vector<bool> up;
+  std::vector<sent_command> sent;
+  std::vector<std::size_t> reloads;
+  std::optional<clock_type::time_point> armed;
+};
+
+struct captured_replies : reply_sink {
+  void deliver(std::uint64_t seq, std::string line) override { lines[seq] = std::move(line); }
+  std::map<std::uint64_t, std::string> lines;
+};
+
+reply_ptr resp(std::string_view bytes) {
+  reply_reader reader;
+  reader.feed(bytes);
+  reply_ptr reply;
+  REQUIRE(reader.next(reply) == reply_reader::status::reply);
+  return reply;
+}
+
+std::string granted(std::uint64_t previous) {
+  const std::string text = std::to_string(previous);
+  return "*2\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n";
+}
+std::string refused(std::int64_t pttl) { return "*2\r\n:0\r\n:" + std::to_string(pttl) + "\r\n"; }
+
+config five_nodes() {
+  config cfg;
+  cfg.nodes = {{"127.0.0.1", 1}, {"127.0.0.1", 2}, {"127.0.0.1", 3}, {"127.0.0.1", 4},
+               {"127.0.0.1", 5}};
+  return cfg;
+}
+
+struct fixture {
+  fixture() : nodes(5), engine(cfg, nodes, log, [this] { return now; }) {}
+
+  void answer(std::size_t node, request_kind kind, std::string_view bytes) {
+    const request_tag tag = last_tag(node, kind);
+    if (tag.generation == 0)
+      FAIL("no " << static_cast<int>(kind) << " command was sent to node " << node);
+    auto reply = resp(bytes);
+    engine.on_reply(node, tag, *reply);
+  }
+  // The tag of the last command of a kind sent to a node.
+  request_tag last_tag(std::size_t node, request_kind kind) const {
+    request_tag tag;
+    for (const auto& c : nodes.of(kind))
+      if (c.node == node && c.tag.generation != 0)
+        tag = c.tag;
+    return tag;
+  }
+
+  config cfg = five_nodes();
+  std::shared_ptr<spdlog::logger> log = std::make_shared<spdlog::logger>("test");
+  clock_type::time_point now = clock_type::time_point{} + 1h;
+  fake_nodes nodes;
+  lock_engine engine;
+  std::shared_ptr<captured_replies> client = std::make_shared<captured_replies>();
+};
+
+lock_request lock_of(std::string_view resource, std::uint64_t ttl) {
+  lock_request req;
+  req.resource = resource;
+  req.ttl_ms = ttl;
+  return req;
+}
+
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  std::string word;
+  for (char c : line) {
+    if (c == ' ' || c == '\n') {
+      if (!word.empty())
+        out.push_back(word);
+      word.clear();
+    } else {
+      word.push_back(c);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("LOCK goes to every node at once and answers at quorum", "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("orders:1", 10000), f.client, 7);
+  const auto acquires = f.nodes.of(request_kind::acquire);
+  REQUIRE(acquires.size() == 5);
+  for (const auto& c : acquires) {
+    CHECK(c.bytes.find(std::string(script_sha(script::acquire))) != std::string::npos);
+    CHECK(c.bytes.find("$8\r\norders:1\r\n") != std::string::npos);
+    CHECK(c.bytes.find("$14\r\nredlockd:fence\r\n") != std::string::npos);
+  }
+  CHECK(f.nodes.armed == f.now + 50ms);
+
+  f.now += 2ms;
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(3, request_kind::acquire, granted(0));
+  CHECK(f.client->lines.empty());
+  f.answer(1, request_kind::acquire, granted(0));
+  REQUIRE(f.client->lines.count(7) == 1);
+  const auto reply = words(f.client->lines[7]);
+  REQUIRE(reply.size() == 4);
+  CHECK(reply[0] == "OK");
+  CHECK(reply[1].size() == 40);
+  CHECK(reply[1].find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(reply[2] == "1");
+  CHECK(reply[3] == "9896"); // 10000 - 2 elapsed - 102 drift
+  // The owner on the wire is the one handed out.
+  CHECK(acquires[0].bytes.find(reply[1]) != std::string::npos);
+  CHECK(f.nodes.of(request_kind::release).empty());
+  CHECK(f.engine.counters().acquired == 1);
+  CHECK(f.engine.operations_in_flight() == 0);
+
+  // The 4th and 5th answers arrive late and change nothing.
+  f.answer(2, request_kind::acquire, granted(0));
+  f.answer(4, request_kind::acquire, refused(50));
+  CHECK(f.client->lines.size() == 1);
+}
+
+TEST_CASE("LOCK fails as soon as a majority refused, and releases on all nodes", "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.answer(0, request_kind::acquire, refused(4000));
+  f.answer(1, request_kind::acquire, granted(0));
+  f.answer(2, request_kind::acquire, refused(2500));
+  CHECK(f.client->lines.empty());
+  f.answer(3, request_kind::acquire, refused(3000));
+  CHECK(f.client->lines[1] == "BUSY 2500\n");
+  const auto releases = f.nodes.of(request_kind::release);
+  REQUIRE(releases.size() == 5); // also the refusing nodes and the one that has not answered
+  const std::string owner = f.nodes.of(request_kind::acquire)[0].bytes.substr(
+      f.nodes.of(request_kind::acquire)[0].bytes.find("$40\r\n") + 5, 40);
+  for (const auto& c : releases) {
+    CHECK(c.tag.generation == 0);
+    CHECK(c.bytes.find(owner) != std::string::npos);
+  }
+  CHECK(f.engine.counters().busy == 1);
+}
+
+TEST_CASE("LOCK with too few nodes up fails at once with NOQUORUM", "[engine]") {
+  fixture f;
+  f.nodes.up = {true, false, true, false, false};
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  CHECK(f.client->lines[1] == "NOQUORUM 0 3\n");
+  CHECK(f.nodes.of(request_kind::release).size() == 2);
+}
+
+TEST_CASE("LOCK with 2 of 5 nodes down still succeeds", "[engine]") {
+  fixture f;
+  f.nodes.up = {true, false, true, true, false};
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 3);
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(2, request_kind::acquire, granted(0));
+  f.answer(3, request_kind::acquire, granted(0));
+  CHECK(f.client->lines[1].starts_with("OK "));
+}
+
+TEST_CASE("nodes silent past the node timeout count as no; late replies are discarded",
+          "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(1, request_kind::acquire, granted(0));
+  f.now += 49ms;
+  f.engine.on_timer();
+  CHECK(f.client->lines.empty());
+  f.now += 1ms;
+  f.engine.on_timer();
+  CHECK(f.client->lines[1] == "NOQUORUM 2 3\n");
+  CHECK(f.nodes.of(request_kind::release).size() == 5);
+  f.answer(2, request_kind::acquire, granted(0)); // kept its slot on the wire; ignored
+  CHECK(f.client->lines.size() == 1);
+  CHECK(f.engine.counters().noquorum == 1);
+}
+
+TEST_CASE("the node timeout is at most a tenth of the ttl", "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 100), f.client, 1);
+  CHECK(f.nodes.armed == f.now + 10ms);
+}
+
+TEST_CASE("a lost connection counts as a failed vote", "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.answer(0, request_kind::acquire, granted(0));
+  for (std::size_t node : {1u, 2u, 3u})
+    f.engine.on_failure(node, f.last_tag(node, request_kind::acquire));
+  CHECK(f.client->lines[1] == "NOQUORUM 1 3\n");
+}
+
+TEST_CASE("a fencing conflict takes a second round above everything seen", "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(1, request_kind::acquire, granted(500)); // another daemon handed out 500
+  f.answer(2, request_kind::acquire, granted(0));
+  CHECK(f.client->lines.empty());
+  const auto bumps = f.nodes.of(request_kind::fence_bump);
+  REQUIRE(bumps.size() == 5);
+  CHECK(bumps[0].bytes.find("$3\r\n501\r\n") != std::string::npos);
+  // Late answers of the first round do not count in the second.
+  f.answer(3, request_kind::acquire, granted(0));
+  CHECK(f.client->lines.empty());
+  f.answer(0, request_kind::fence_bump, "$1\r\n1\r\n");
+  f.answer(1, request_kind::fence_bump, "$3\r\n500\r\n");
+  f.answer(4, request_kind::fence_bump, "$1\r\n0\r\n");
+  REQUIRE(f.client->lines.count(1) == 1);
+  CHECK(words(f.client->lines[1])[2] == "501");
+  CHECK(f.engine.fence_high_water() == 501);
+  CHECK(f.engine.counters().fence_conflicts == 1);
+
+  // The next acquisition proposes above the mark and needs one round.
+  f.engine.lock(lock_of("s", 10000), f.client, 2);
+  CHECK(f.nodes.of(request_kind::acquire).back().bytes.find("$3\r\n502\r\n") != std::string::npos);
+}
+
+TEST_CASE("without a conflict the proposal is the token, and tokens increase", "[engine]") {
+  fixture f;
+  f.engine.on_fence_read(41);
+  std::uint64_t last = 0;
+  for (std::uint64_t seq = 0; seq < 3; ++seq) {
+    f.nodes.sent.clear();
+    f.engine.lock(lock_of("r" + std::to_string(seq), 10000), f.client, seq);
+    for (std::size_t node = 0; node < 3; ++node)
+      f.answer(node, request_kind::acquire, granted(last));
+    const auto token = std::stoull(words(f.client->lines[seq])[2]);
+    CHECK(token > last);
+    CHECK(token > 41);
+    last = token;
+  }
+  CHECK(f.nodes.of(request_kind::fence_bump).empty());
+}
+
+TEST_CASE("UNLOCK answers OK when a majority deleted, NOTHELD otherwise", "[engine]") {
+  fixture f;
+  unlock_request req{"r", "0123456789abcdef0123456789abcdef01234567"};
+  f.engine.unlock(req, f.client, 1);
+  const auto releases = f.nodes.of(request_kind::release);
+  REQUIRE(releases.size() == 5);
+  CHECK(releases[0].bytes.find(req.owner) != std::string::npos);
+  f.answer(0, request_kind::release, ":1\r\n");
+  f.answer(1, request_kind::release, ":0\r\n");
+  f.answer(2, request_kind::release, ":1\r\n");
+  f.answer(3, request_kind::release, ":1\r\n");
+  CHECK(f.client->lines[1] == "OK\n");
+
+  f.nodes.sent.clear();
+  f.engine.unlock(req, f.client, 2);
+  f.answer(0, request_kind::release, ":0\r\n");
+  f.answer(1, request_kind::release, ":0\r\n");
+  f.answer(2, request_kind::release, ":0\r\n");
+  CHECK(f.client->lines[2] == "NOTHELD\n");
+  CHECK(f.engine.counters().released == 1);
+  CHECK(f.engine.counters().notheld == 1);
+}
+
+TEST_CASE("EXTEND answers OK with validity, NOTHELD or NOQUORUM", "[engine]") {
+  fixture f;
+  extend_request req{"r", "0123456789abcdef0123456789abcdef01234567", 20000};
+  f.engine.extend(req, f.client, 1);
+  REQUIRE(f.nodes.of(request_kind::extend).size() == 5);
+  CHECK(f.nodes.of(request_kind::extend)[0].bytes.find("$5\r\n20000\r\n") != std::string::npos);
+  f.now += 1ms;
+  for (std::size_t node = 0; node < 3; ++node)
+    f.answer(node, request_kind::extend, ":1\r\n");
+  CHECK(f.client->lines[1] == "OK 19797\n"); // 20000 - 1 - 202
+
+  f.nodes.sent.clear();
+  f.engine.extend(req, f.client, 2);
+  for (std::size_t node = 0; node < 3; ++node)
+    f.answer(node, request_kind::extend, ":0\r\n");
+  CHECK(f.client->lines[2] == "NOTHELD\n");
+
+  f.nodes.sent.clear();
+  f.nodes.up = {true, true, false, false, false};
+  f.engine.extend(req, f.client, 3);
+  CHECK(f.client->lines[3] == "NOQUORUM 0 3\n");
+}
+
+TEST_CASE("a node that forgot its scripts gets the command by source and a reload", "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.answer(2, request_kind::acquire, "-NOSCRIPT No matching script. Please use EVAL.\r\n");
+  REQUIRE(f.nodes.reloads == std::vector<std::size_t>{2});
+  const auto resent = f.nodes.of(request_kind::acquire).back();
+  CHECK(resent.node == 2);
+  CHECK(resent.bytes.starts_with("*8\r\n$4\r\nEVAL\r\n"));
+  auto reply = resp(granted(0));
+  f.engine.on_reply(2, resent.tag, *reply);
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(1, request_kind::acquire, granted(0));
+  CHECK(f.client->lines[1].starts_with("OK "));
+}
+
+TEST_CASE("an error reply is a failed vote", "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  for (std::size_t node = 0; node < 3; ++node)
+    f.answer(node, request_kind::acquire, "-OOM command not allowed\r\n");
+  CHECK(f.client->lines[1] == "NOQUORUM 0 3\n");
+}
+
+TEST_CASE("operation slots are reused", "[engine]") {
+  fixture f;
+  for (std::uint64_t seq = 0; seq < 100; ++seq) {
+    f.nodes.sent.clear();
+    f.engine.lock(lock_of("r", 10000), f.client, seq);
+    for (std::size_t node = 0; node < 3; ++node)
+      f.answer(node, request_kind::acquire, granted(0));
+  }
+  CHECK(f.client->lines.size() == 100);
+  CHECK(f.engine.operations_in_flight() == 0);
+}
