@@ -91,6 +91,9 @@ void client_session::close() {
   socket_.close(ignored);
   replies_.clear();
   pending_.clear();
+  // Waiters leave their queues and KEEP locks are released on every node.
+  if (used_engine_state_)
+    context_.engine.client_gone(this);
   // Operations in flight keep this object alive through their sink and deliver into nothing.
   server_.sessions_.erase(shared_from_this());
 }
@@ -156,10 +159,8 @@ void client_session::handle_line(std::string_view line) {
             deliver(seq, format_ok());
           } else if constexpr (std::is_same_v<type, lock_request>) {
             if (req.wait_ms || req.keep)
-              deliver(seq, format_error(error_code::syntax,
-                                        "WAIT and KEEP are not supported by this version"));
-            else
-              context_.engine.lock(req, shared_from_this(), seq);
+              used_engine_state_ = true;
+            context_.engine.lock(req, shared_from_this(), seq);
           } else if constexpr (std::is_same_v<type, unlock_request>) {
             context_.engine.unlock(req, shared_from_this(), seq);
           } else if constexpr (std::is_same_v<type, extend_request>) {
@@ -192,6 +193,14 @@ void client_session::deliver(std::uint64_t seq, std::string line) {
     replies_.pop_front();
     ++first_seq_;
   }
+  schedule_flush();
+}
+
+void client_session::push(std::string line) {
+  if (closed_)
+    return;
+  // Not a reply: it goes out ahead of replies still waiting for their turn.
+  pending_.append(line);
   schedule_flush();
 }
 

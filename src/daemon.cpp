@@ -83,10 +83,14 @@ struct daemon::impl final : node_io {
           {"extended", c.extended},
           {"notheld", c.notheld},
           {"lost", c.lost},
+          {"renewed", c.renewed},
+          {"delayed", c.delayed},
           {"fence_conflicts", c.fence_conflicts}}},
         {"fence_high_water", engine.fence_high_water()},
         {"clients", server.clients()},
         {"operations_in_flight", engine.operations_in_flight()},
+        {"waiters", engine.waiters()},
+        {"keep_locks", engine.keep_locks()},
     };
     return doc.dump();
   }

@@ -15,6 +15,9 @@ namespace {
 // everything seen; only daemons racing on the same fleet make a round fail.
 constexpr unsigned max_fence_rounds = 4;
 
+// A waiter refused without a hint (or because nodes are down) tries again after this long.
+constexpr std::uint64_t default_retry_ms = 20;
+
 // Decimal text of a number, on the stack.
 struct decimal {
   explicit decimal(std::uint64_t value) {
@@ -31,12 +34,22 @@ std::uint32_t next_generation(std::uint32_t generation) {
   return generation == 0 ? 1 : generation; // 0 marks requests nobody waits for
 }
 
+std::uint64_t ms_until(clock_type::time_point from, clock_type::time_point to) {
+  if (to <= from)
+    return 0;
+  return static_cast<std::uint64_t>(
+      std::chrono::ceil<std::chrono::milliseconds>(to - from).count());
+}
+
 } // namespace
 
 lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog::logger> log,
                          now_function now)
     : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)),
-      node_count_(cfg.nodes.size()) {}
+      node_count_(cfg.nodes.size()), random_(std::random_device{}()) {}
+
+// ---------------------------------------------------------------------------------------------
+// Operations and rounds
 
 std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> sink,
                                     std::uint64_t seq) {
@@ -49,11 +62,15 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
     free_slots_.pop_back();
   }
   operation& op = slots_[slot];
+  op.serial = next_serial_++;
   op.kind = kind;
+  op.phase = op_phase::waiting;
   op.sink = std::move(sink);
   op.seq = seq;
   op.fence_rounds = 0;
   op.retry_ms = 0;
+  op.queued = false;
+  op.keep = false;
   op.t0 = now_();
   return slot;
 }
@@ -65,39 +82,17 @@ void lock_engine::finish(std::uint32_t slot, std::string line) {
   std::shared_ptr<reply_sink> sink = std::move(op.sink);
   const std::uint64_t seq = op.seq;
   free_slots_.push_back(slot);
-  if (sink)
+  if (sink && !line.empty())
     sink->deliver(seq, std::move(line));
 }
 
-void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink,
-                       std::uint64_t seq) {
-  const std::uint32_t slot = allocate(op_kind::lock, std::move(sink), seq);
-  operation& op = slots_[slot];
-  op.key.assign(cfg_.key_prefix).append(req.resource);
-  op.owner = owners_.next();
-  op.ttl_ms = req.ttl_ms;
-  op.fence = fence_round(fences_.propose());
-  begin_round(slot, op_phase::voting, request_kind::acquire);
-}
-
-void lock_engine::unlock(const unlock_request& req, std::shared_ptr<reply_sink> sink,
-                         std::uint64_t seq) {
-  const std::uint32_t slot = allocate(op_kind::unlock, std::move(sink), seq);
-  operation& op = slots_[slot];
-  op.key.assign(cfg_.key_prefix).append(req.resource);
-  std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
-  op.ttl_ms = 0;
-  begin_round(slot, op_phase::voting, request_kind::release);
-}
-
-void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> sink,
-                         std::uint64_t seq) {
-  const std::uint32_t slot = allocate(op_kind::extend, std::move(sink), seq);
-  operation& op = slots_[slot];
-  op.key.assign(cfg_.key_prefix).append(req.resource);
-  std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
-  op.ttl_ms = req.ttl_ms;
-  begin_round(slot, op_phase::voting, request_kind::extend);
+void lock_engine::add_deadline(clock_type::time_point when, std::uint32_t slot,
+                               std::uint64_t stamp, timer_kind kind) {
+  deadlines_.push({when, stamp, slot, kind});
+  if (!armed_ || when < *armed_) {
+    armed_ = when;
+    io_.arm_timer(when);
+  }
 }
 
 void lock_engine::begin_round(std::uint32_t slot, op_phase phase, request_kind kind) {
@@ -107,12 +102,7 @@ void lock_engine::begin_round(std::uint32_t slot, op_phase phase, request_kind k
   op.tally.reset(node_count_);
   const auto timeout = op.ttl_ms == 0 ? std::chrono::milliseconds(cfg_.node_timeout_ms)
                                       : node_timeout_for(op.ttl_ms, cfg_.node_timeout_ms);
-  const clock_type::time_point when = now_() + timeout;
-  deadlines_.push({when, slot, op.generation});
-  if (!armed_ || when < *armed_) {
-    armed_ = when;
-    io_.arm_timer(when);
-  }
+  add_deadline(now_() + timeout, slot, op.generation, timer_kind::round);
   send_round(slot, kind);
   decide(slot);
 }
@@ -155,7 +145,8 @@ void lock_engine::send_command(std::size_t node, std::uint32_t slot, request_kin
   }
   case request_kind::fence_bump: {
     const auto [verb, body] = head(script::fence_bump);
-    append_command(scratch_, {verb, body, "1", cfg_.fence_key, decimal(op.fence.proposed()).view()});
+    append_command(scratch_,
+                   {verb, body, "1", cfg_.fence_key, decimal(op.fence.proposed()).view()});
     break;
   }
   default:
@@ -164,10 +155,10 @@ void lock_engine::send_command(std::size_t node, std::uint32_t slot, request_kin
   io_.send(node, request_tag{kind, slot, op.generation}, scratch_);
 }
 
-void lock_engine::release_everywhere(const operation& op) {
+void lock_engine::release_everywhere(std::string_view key, const owner_id& owner) {
   // Also on nodes that refused or did not answer: their SET may have happened after all.
   scratch_.clear();
-  append_command(scratch_, {"EVALSHA", script_sha(script::release), "1", op.key, view(op.owner)});
+  append_command(scratch_, {"EVALSHA", script_sha(script::release), "1", key, view(owner)});
   for (std::size_t node = 0; node < node_count_; ++node)
     if (io_.usable(node))
       io_.send(node, request_tag{request_kind::release, 0, 0}, scratch_);
@@ -178,11 +169,96 @@ std::int64_t lock_engine::validity_now(const operation& op) const {
   return validity_ms(op.ttl_ms, elapsed, cfg_.clock_drift_factor);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Client requests
+
+void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink,
+                       std::uint64_t seq) {
+  const std::uint32_t slot = allocate(op_kind::lock, std::move(sink), seq);
+  operation& op = slots_[slot];
+  op.key.assign(cfg_.key_prefix).append(req.resource);
+  op.ttl_ms = req.ttl_ms;
+  op.keep = req.keep;
+  const auto queue = queues_.find(op.key);
+  if (req.wait_ms) {
+    op.queued = true;
+    op.wait_until = op.t0 + std::chrono::milliseconds(*req.wait_ms);
+    op.last_failure = format_busy(0);
+    auto& waiting = queue == queues_.end() ? queues_[op.key] : queue->second;
+    waiting.emplace_back(slot, op.serial);
+    ++waiter_count_;
+    add_deadline(op.wait_until, slot, op.serial, timer_kind::wait_expiry);
+    if (waiting.size() == 1)
+      try_acquire(slot);
+    return;
+  }
+  if (queue != queues_.end() && !queue->second.empty()) {
+    // Waiters are served first come, first served: a try-lock does not jump the queue.
+    ++counters_.busy;
+    finish(slot, format_busy(0));
+    return;
+  }
+  try_acquire(slot);
+}
+
+void lock_engine::unlock(const unlock_request& req, std::shared_ptr<reply_sink> sink,
+                         std::uint64_t seq) {
+  const std::uint32_t slot = allocate(op_kind::unlock, std::move(sink), seq);
+  operation& op = slots_[slot];
+  op.key.assign(cfg_.key_prefix).append(req.resource);
+  std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
+  op.ttl_ms = 0;
+  // An explicit UNLOCK of a KEEP lock ends its renewals whatever the nodes answer.
+  if (const auto keep = keep_by_key_.find(op.key);
+      keep != keep_by_key_.end() && keeps_[keep->second].owner == op.owner)
+    drop_keep(keep->second);
+  begin_round(slot, op_phase::voting, request_kind::release);
+}
+
+void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> sink,
+                         std::uint64_t seq) {
+  const std::uint32_t slot = allocate(op_kind::extend, std::move(sink), seq);
+  operation& op = slots_[slot];
+  op.key.assign(cfg_.key_prefix).append(req.resource);
+  std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
+  op.ttl_ms = req.ttl_ms;
+  begin_round(slot, op_phase::voting, request_kind::extend);
+}
+
+void lock_engine::client_gone(const reply_sink* client) {
+  for (std::uint32_t index = 0; index < keeps_.size(); ++index) {
+    keep_lock& k = keeps_[index];
+    if (!k.active || k.sink.get() != client)
+      continue;
+    const std::string key = k.key;
+    release_everywhere(key, k.owner);
+    drop_keep(index);
+    delay(key);
+    wake_head(key, delayed_until(key).value_or(now_()));
+  }
+  for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
+    operation& op = slots_[slot];
+    if (op.phase == op_phase::idle || op.sink.get() != client)
+      continue;
+    op.sink.reset(); // an acquisition in flight is released when it completes
+    if (op.kind != op_kind::lock)
+      continue;
+    if (op.queued)
+      dequeue(slot);
+    if (op.phase == op_phase::waiting)
+      finish(slot, {});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replies and deadlines
+
 void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redisReply& reply) {
   if (tag.generation == 0 || tag.op >= slots_.size())
     return; // fire-and-forget release
   operation& op = slots_[tag.op];
-  if (op.generation != tag.generation || op.phase == op_phase::idle ||
+  if (op.generation != tag.generation ||
+      (op.phase != op_phase::voting && op.phase != op_phase::fencing) ||
       op.tally.of(node) != vote::pending)
     return; // a late reply of an earlier round: its slot was kept, the answer is discarded
 
@@ -256,10 +332,66 @@ void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
   if (tag.generation == 0 || tag.op >= slots_.size())
     return;
   operation& op = slots_[tag.op];
-  if (op.generation != tag.generation || op.phase == op_phase::idle)
+  if (op.generation != tag.generation ||
+      (op.phase != op_phase::voting && op.phase != op_phase::fencing))
     return;
   if (op.tally.record(node, vote::failed))
     decide(tag.op);
+}
+
+bool lock_engine::expired(const deadline_entry& entry) const {
+  switch (entry.kind) {
+  case timer_kind::round: {
+    const operation& op = slots_[entry.slot];
+    return op.generation != entry.stamp ||
+           (op.phase != op_phase::voting && op.phase != op_phase::fencing);
+  }
+  case timer_kind::wait_retry:
+  case timer_kind::wait_expiry: {
+    const operation& op = slots_[entry.slot];
+    return op.serial != entry.stamp || op.phase == op_phase::idle;
+  }
+  case timer_kind::renew:
+    return !keeps_[entry.slot].active || keeps_[entry.slot].generation != entry.stamp;
+  }
+  return true;
+}
+
+void lock_engine::fire(const deadline_entry& entry) {
+  switch (entry.kind) {
+  case timer_kind::round: {
+    // Nodes that did not answer in time count as no; their late replies will be discarded.
+    operation& op = slots_[entry.slot];
+    for (std::size_t node = 0; node < node_count_; ++node)
+      op.tally.record(node, vote::failed);
+    decide(entry.slot);
+    return;
+  }
+  case timer_kind::wait_retry:
+    if (slots_[entry.slot].phase == op_phase::waiting)
+      try_acquire(entry.slot);
+    return;
+  case timer_kind::wait_expiry: {
+    operation& op = slots_[entry.slot];
+    // An attempt in flight decides by itself when it completes.
+    if (op.phase != op_phase::waiting)
+      return;
+    const std::string key = op.key;
+    const bool was_head = queues_.count(key) && queues_[key].front().first == entry.slot;
+    dequeue(entry.slot);
+    if (op.last_failure.starts_with("BUSY"))
+      ++counters_.busy;
+    else
+      ++counters_.noquorum;
+    finish(entry.slot, std::move(op.last_failure));
+    if (was_head)
+      wake_head(key, now_());
+    return;
+  }
+  case timer_kind::renew:
+    renew(entry.slot);
+    return;
+  }
 }
 
 void lock_engine::on_timer() {
@@ -268,13 +400,8 @@ void lock_engine::on_timer() {
   while (!deadlines_.empty() && deadlines_.top().when <= now) {
     const deadline_entry entry = deadlines_.top();
     deadlines_.pop();
-    operation& op = slots_[entry.slot];
-    if (op.generation != entry.generation || op.phase == op_phase::idle)
-      continue;
-    // Nodes that did not answer in time count as no; their late replies will be discarded.
-    for (std::size_t node = 0; node < node_count_; ++node)
-      op.tally.record(node, vote::failed);
-    decide(entry.slot);
+    if (!expired(entry))
+      fire(entry);
   }
   if (const auto next = next_deadline()) {
     armed_ = *next;
@@ -283,20 +410,21 @@ void lock_engine::on_timer() {
 }
 
 std::optional<clock_type::time_point> lock_engine::next_deadline() {
-  // Drop deadlines of finished rounds so that they do not wake the loop.
+  // Drop deadlines that no longer apply so that they do not wake the loop.
   while (!deadlines_.empty()) {
-    const deadline_entry& top = deadlines_.top();
-    const operation& op = slots_[top.slot];
-    if (op.generation == top.generation && op.phase != op_phase::idle)
-      return top.when;
+    if (!expired(deadlines_.top()))
+      return deadlines_.top().when;
     deadlines_.pop();
   }
   return std::nullopt;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Decisions
+
 void lock_engine::decide(std::uint32_t slot) {
   operation& op = slots_[slot];
-  if (op.phase == op_phase::idle)
+  if (op.phase != op_phase::voting && op.phase != op_phase::fencing)
     return;
   const auto state = op.tally.state();
   if (state == vote_tally::outcome::pending)
@@ -309,10 +437,18 @@ void lock_engine::decide(std::uint32_t slot) {
     else
       decide_fencing(slot);
     return;
+  case op_kind::renew:
+    decide_renewal(slot);
+    return;
   case op_kind::unlock:
     if (reached) {
       ++counters_.released;
+      if (const auto held = leases_.find(op.key);
+          held != leases_.end() && held->second.owner == op.owner)
+        leases_.erase(held);
+      const std::string key = op.key;
       finish(slot, format_ok());
+      wake_head(key, now_()); // the lock is free: the head waiter goes now, no polling
     } else {
       ++counters_.notheld;
       finish(slot, format_notheld());
@@ -347,28 +483,21 @@ void lock_engine::decide_lock(std::uint32_t slot) {
     }
     const std::int64_t validity = validity_now(op);
     if (validity > 0) {
-      ++counters_.acquired;
-      finish(slot, format_lock_ok(view(op.owner), op.fence.proposed(), validity));
+      lock_acquired(slot, validity);
       return;
     }
   }
-  release_everywhere(op);
-  if (op.tally.refused_by_majority()) {
-    ++counters_.busy;
-    finish(slot, format_busy(op.retry_ms));
-  } else {
-    ++counters_.noquorum;
-    finish(slot, format_noquorum(op.tally.yes(), op.tally.needed()));
-  }
+  if (op.tally.refused_by_majority())
+    lock_failed(slot, format_busy(op.retry_ms));
+  else
+    lock_failed(slot, format_noquorum(op.tally.yes(), op.tally.needed()));
 }
 
 void lock_engine::start_fencing_round(std::uint32_t slot) {
   operation& op = slots_[slot];
   if (++op.fence_rounds > max_fence_rounds) {
     log_->warn("giving up on a fencing token for '{}' after {} rounds", op.key, max_fence_rounds);
-    release_everywhere(op);
-    ++counters_.noquorum;
-    finish(slot, format_noquorum(0, op.tally.needed()));
+    lock_failed(slot, format_noquorum(0, op.tally.needed()));
     return;
   }
   fences_.observe(op.fence.max_previous());
@@ -381,17 +510,265 @@ void lock_engine::decide_fencing(std::uint32_t slot) {
   if (op.tally.state() == vote_tally::outcome::reached) {
     const std::int64_t validity = validity_now(op);
     if (validity > 0) {
-      ++counters_.acquired;
-      finish(slot, format_lock_ok(view(op.owner), op.fence.proposed(), validity));
+      lock_acquired(slot, validity);
       return;
     }
   } else if (op.fence.conflict() && validity_now(op) > 0) {
     start_fencing_round(slot);
     return;
   }
-  release_everywhere(op);
-  ++counters_.noquorum;
-  finish(slot, format_noquorum(op.tally.yes(), op.tally.needed()));
+  lock_failed(slot, format_noquorum(op.tally.yes(), op.tally.needed()));
+}
+
+void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
+  operation& op = slots_[slot];
+  if (op.queued) {
+    dequeue(slot);
+    // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends.
+    wake_head(op.key, op.t0 + std::chrono::milliseconds(op.ttl_ms) + jitter(default_retry_ms));
+  }
+  if (!op.sink) {
+    // The client left while its acquisition was in flight: nobody will use or release it.
+    const std::string key = op.key;
+    release_everywhere(key, op.owner);
+    finish(slot, {});
+    wake_head(key, now_());
+    return;
+  }
+  ++counters_.acquired;
+  if (op.keep)
+    start_keep(slot, validity);
+  else if (cfg_.lock_delay_ms > 0) {
+    leases_[op.key] = {op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms)};
+    sweep_delays();
+  }
+  finish(slot, format_lock_ok(view(op.owner), op.fence.proposed(), validity));
+}
+
+void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
+  operation& op = slots_[slot];
+  release_everywhere(op.key, op.owner);
+  const bool busy = line.starts_with("BUSY");
+  const clock_type::time_point now = now_();
+  if (op.queued && op.sink && now < op.wait_until) {
+    // Wait for the holder: at the time its remaining TTL suggests, plus jitter so that daemons
+    // sharing the fleet do not collide again; never in a busy loop.
+    const std::uint64_t hint = busy && op.retry_ms > 0 ? op.retry_ms : default_retry_ms;
+    const auto when = std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms),
+                               op.wait_until);
+    op.last_failure = std::move(line);
+    op.phase = op_phase::waiting;
+    op.generation = next_generation(op.generation);
+    if (when < op.wait_until)
+      add_deadline(when, slot, op.serial, timer_kind::wait_retry);
+    return;
+  }
+  if (op.queued) {
+    const std::string key = op.key;
+    dequeue(slot);
+    wake_head(key, now + std::chrono::milliseconds(op.retry_ms > 0 ? op.retry_ms : default_retry_ms));
+  }
+  if (busy)
+    ++counters_.busy;
+  else
+    ++counters_.noquorum;
+  finish(slot, std::move(line));
+}
+
+// ---------------------------------------------------------------------------------------------
+// WAIT: one FIFO queue per resource; only its head tries
+
+void lock_engine::try_acquire(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  if (const auto until = delayed_until(op.key)) {
+    ++counters_.delayed;
+    const std::uint64_t remaining = ms_until(now_(), *until);
+    if (!op.queued) {
+      ++counters_.busy;
+      finish(slot, format_busy(remaining));
+      return;
+    }
+    op.phase = op_phase::waiting;
+    op.last_failure = format_busy(remaining);
+    add_deadline(*until, slot, op.serial, timer_kind::wait_retry);
+    return;
+  }
+  // Every attempt is a new acquisition: a fresh owner, a fresh start time, a fresh proposal.
+  op.owner = owners_.next();
+  op.t0 = now_();
+  op.fence = fence_round(fences_.propose());
+  op.fence_rounds = 0;
+  op.retry_ms = 0;
+  begin_round(slot, op_phase::voting, request_kind::acquire);
+}
+
+void lock_engine::dequeue(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  if (!op.queued)
+    return;
+  op.queued = false;
+  --waiter_count_;
+  const auto queue = queues_.find(op.key);
+  if (queue == queues_.end())
+    return;
+  auto& waiting = queue->second;
+  const auto it = std::find(waiting.begin(), waiting.end(), std::pair{slot, op.serial});
+  if (it != waiting.end())
+    waiting.erase(it);
+  if (waiting.empty())
+    queues_.erase(queue);
+}
+
+void lock_engine::wake_head(const std::string& key, clock_type::time_point when) {
+  const auto queue = queues_.find(key);
+  if (queue == queues_.end() || queue->second.empty())
+    return;
+  const auto [slot, serial] = queue->second.front();
+  if (slots_[slot].phase == op_phase::waiting)
+    add_deadline(when, slot, serial, timer_kind::wait_retry);
+}
+
+std::chrono::milliseconds lock_engine::jitter(std::uint64_t up_to_ms) {
+  std::uniform_int_distribution<std::uint64_t> pick(0, up_to_ms);
+  return std::chrono::milliseconds(pick(random_));
+}
+
+// ---------------------------------------------------------------------------------------------
+// KEEP: renewed about every TTL/3 while the connection lives
+
+void lock_engine::start_keep(std::uint32_t slot, std::int64_t validity) {
+  const operation& op = slots_[slot];
+  std::uint32_t index = 0;
+  if (free_keeps_.empty()) {
+    index = static_cast<std::uint32_t>(keeps_.size());
+    keeps_.emplace_back();
+  } else {
+    index = free_keeps_.back();
+    free_keeps_.pop_back();
+  }
+  keep_lock& k = keeps_[index];
+  k.active = true;
+  k.renewing = false;
+  k.key = op.key;
+  k.owner = op.owner;
+  k.ttl_ms = op.ttl_ms;
+  k.valid_until = now_() + std::chrono::milliseconds(validity);
+  k.sink = op.sink;
+  keep_by_key_[k.key] = index;
+  add_deadline(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), index, k.generation,
+               timer_kind::renew);
+}
+
+void lock_engine::renew(std::uint32_t index) {
+  keep_lock& k = keeps_[index];
+  if (!k.active || k.renewing)
+    return;
+  k.renewing = true;
+  const std::uint32_t slot = allocate(op_kind::renew, nullptr, 0);
+  operation& op = slots_[slot];
+  op.key = k.key;
+  op.owner = k.owner;
+  op.ttl_ms = k.ttl_ms;
+  op.keep_index = index;
+  op.keep_generation = k.generation;
+  begin_round(slot, op_phase::voting, request_kind::extend);
+}
+
+void lock_engine::decide_renewal(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  const std::uint32_t index = op.keep_index;
+  keep_lock& k = keeps_[index];
+  if (!k.active || k.generation != op.keep_generation) {
+    finish(slot, {}); // unlocked or dropped meanwhile
+    return;
+  }
+  k.renewing = false;
+  const clock_type::time_point now = now_();
+  const std::int64_t validity =
+      op.tally.state() == vote_tally::outcome::reached ? validity_now(op) : 0;
+  if (validity > 0) {
+    ++counters_.renewed;
+    k.valid_until = now + std::chrono::milliseconds(validity);
+    add_deadline(op.t0 + std::chrono::milliseconds(k.ttl_ms / 3), index, k.generation,
+                 timer_kind::renew);
+  } else if (op.tally.refused_by_majority()) {
+    lose(index); // the key is gone or someone else's on a majority
+  } else {
+    // Too few nodes answered: try again soon while the lock is still valid.
+    const auto retry = std::chrono::milliseconds(std::max<std::uint64_t>(1, k.ttl_ms / 10));
+    const auto budget = node_timeout_for(k.ttl_ms, cfg_.node_timeout_ms);
+    if (now + retry + budget < k.valid_until)
+      add_deadline(now + retry, index, k.generation, timer_kind::renew);
+    else
+      lose(index);
+  }
+  finish(slot, {});
+}
+
+void lock_engine::lose(std::uint32_t index) {
+  keep_lock& k = keeps_[index];
+  ++counters_.lost;
+  const std::string key = k.key;
+  log_->warn("KEEP lock on '{}' lost: no quorum renewed it in time", key);
+  if (k.sink)
+    k.sink->push(format_lost(std::string_view(key).substr(cfg_.key_prefix.size()), view(k.owner)));
+  release_everywhere(key, k.owner);
+  drop_keep(index);
+  delay(key);
+  wake_head(key, delayed_until(key).value_or(now_()));
+}
+
+void lock_engine::drop_keep(std::uint32_t index) {
+  keep_lock& k = keeps_[index];
+  if (!k.active)
+    return;
+  if (const auto it = keep_by_key_.find(k.key); it != keep_by_key_.end() && it->second == index)
+    keep_by_key_.erase(it);
+  k.active = false;
+  k.renewing = false;
+  k.sink.reset();
+  k.generation = next_generation(k.generation);
+  free_keeps_.push_back(index);
+}
+
+// ---------------------------------------------------------------------------------------------
+// lock-delay
+
+void lock_engine::delay(const std::string& key) {
+  if (cfg_.lock_delay_ms == 0)
+    return;
+  delays_[key] = now_() + std::chrono::milliseconds(cfg_.lock_delay_ms);
+  sweep_delays();
+}
+
+std::optional<clock_type::time_point> lock_engine::delayed_until(const std::string& key) {
+  if (cfg_.lock_delay_ms == 0)
+    return std::nullopt;
+  const clock_type::time_point now = now_();
+  if (const auto ended = leases_.find(key); ended != leases_.end() && ended->second.expires <= now) {
+    // A lease granted here ran out without an UNLOCK: its holder may still be at work.
+    const auto until = ended->second.expires + std::chrono::milliseconds(cfg_.lock_delay_ms);
+    auto& delayed = delays_[key];
+    delayed = std::max(delayed, until);
+    leases_.erase(ended);
+  }
+  if (const auto delayed = delays_.find(key); delayed != delays_.end()) {
+    if (delayed->second > now)
+      return delayed->second;
+    delays_.erase(delayed);
+  }
+  return std::nullopt;
+}
+
+void lock_engine::sweep_delays() {
+  if (leases_.size() + delays_.size() < delay_sweep_at_)
+    return;
+  const clock_type::time_point now = now_();
+  const auto delay_ms = std::chrono::milliseconds(cfg_.lock_delay_ms);
+  std::erase_if(leases_, [&](const auto& entry) { return entry.second.expires + delay_ms <= now; });
+  std::erase_if(delays_, [&](const auto& entry) { return entry.second <= now; });
+  // Amortised: the next sweep comes when the tables have doubled again.
+  delay_sweep_at_ = std::max<std::size_t>(1024, 2 * (leases_.size() + delays_.size()));
 }
 
 } // namespace redlockd

@@ -64,6 +64,7 @@ public:
   void start();
   void close();
   void deliver(std::uint64_t seq, std::string line) override;
+  void push(std::string line) override;
 
 private:
   awaitable<void> read_requests();
@@ -91,6 +92,7 @@ private:
   bool flush_posted_ = false;
   bool reading_done_ = false; // QUIT, LINE_TOO_LONG or end of input: close once all is written
   bool closed_ = false;
+  bool used_engine_state_ = false; // sent WAIT or KEEP: the engine must hear of the close
 };
 
 } // namespace redlockd

@@ -40,6 +40,9 @@ struct config {
   std::uint64_t max_ttl_ms = 3'600'000;
   // Longest request line, in bytes, without its LF.
   std::uint32_t max_line_bytes = 4096;
+  // After a lock ends by expiry, by LOST or by its KEEP connection dropping, refuse new grants
+  // of that resource for this long, in ms (Chubby's and Consul's lock-delay). Never after UNLOCK.
+  std::uint64_t lock_delay_ms = 0;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
 };

@@ -1,17 +1,20 @@
-// The Redlock engine: runs LOCK / UNLOCK / EXTEND over N nodes. It owns no socket and no timer:
-// the I/O layer hands it node replies and timer expiries, and it answers through node_io and
-// reply_sink. Everything runs on one thread.
+// The Redlock engine: runs LOCK / UNLOCK / EXTEND over N nodes, queues waiters per resource,
+// renews KEEP locks and applies lock-delay. It owns no socket and no timer: the I/O layer hands it
+// node replies and timer expiries, and it answers through node_io and reply_sink. One thread.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <queue>
+#include <random>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "redlockd/config.hpp"
@@ -45,11 +48,13 @@ public:
   virtual void arm_timer(clock_type::time_point when) = 0;
 };
 
-// Where a request's reply line goes (a client session). `seq` orders replies per client.
+// Where a client's replies go (a session). `seq` orders replies per client.
 class reply_sink {
 public:
   virtual ~reply_sink() = default;
   virtual void deliver(std::uint64_t seq, std::string line) = 0;
+  // A line outside the reply order (LOST), written as soon as possible.
+  virtual void push(std::string line) = 0;
 };
 
 struct engine_counters {
@@ -60,7 +65,9 @@ struct engine_counters {
   std::uint64_t extended = 0;
   std::uint64_t notheld = 0;
   std::uint64_t lost = 0;
-  std::uint64_t fence_conflicts = 0; // acquisitions that needed a second fencing round
+  std::uint64_t renewed = 0;          // KEEP renewals that reached a quorum
+  std::uint64_t fence_conflicts = 0;  // acquisitions that needed a second fencing round
+  std::uint64_t delayed = 0;          // LOCKs refused by lock-delay
 };
 
 class lock_engine {
@@ -74,6 +81,9 @@ public:
   void lock(const lock_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void unlock(const unlock_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void extend(const extend_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
+  // The client's connection closed: its waiters leave their queues and its KEEP locks are
+  // released on every node.
+  void client_gone(const reply_sink* client);
 
   // A node answered a request the engine sent.
   void on_reply(std::size_t node, const request_tag& tag, const redisReply& reply);
@@ -89,13 +99,16 @@ public:
   std::uint64_t fence_high_water() const { return fences_.high_water(); }
   std::size_t nodes() const { return node_count_; }
   std::size_t operations_in_flight() const { return slots_.size() - free_slots_.size(); }
+  std::size_t waiters() const { return waiter_count_; }
+  std::size_t keep_locks() const { return keeps_.size() - free_keeps_.size(); }
 
 private:
-  enum class op_kind : std::uint8_t { lock, unlock, extend };
-  enum class op_phase : std::uint8_t { idle, voting, fencing };
+  enum class op_kind : std::uint8_t { lock, unlock, extend, renew };
+  enum class op_phase : std::uint8_t { idle, waiting, voting, fencing };
 
   struct operation {
-    std::uint32_t generation = 1;
+    std::uint32_t generation = 1; // changes with every round, so stale replies do not match
+    std::uint64_t serial = 0;     // unique per request, for timers that span rounds
     op_kind kind = op_kind::lock;
     op_phase phase = op_phase::idle;
     std::string key;
@@ -108,29 +121,72 @@ private:
     std::uint64_t retry_ms = 0; // smallest remaining TTL among refusals, 0 = unknown
     std::shared_ptr<reply_sink> sink;
     std::uint64_t seq = 0;
+    // LOCK ... WAIT: queued on `key`; gives up at wait_until.
+    bool queued = false;
+    bool keep = false;
+    clock_type::time_point wait_until{};
+    std::string last_failure;   // the reply to give if the wait runs out
+    std::uint32_t keep_index = 0;      // renew: which KEEP lock
+    std::uint32_t keep_generation = 0; // renew: that lock's generation when the renewal began
   };
 
-  // A round's deadline. Each round of an operation has its own generation, so a deadline or a
-  // reply of an earlier round no longer matches.
+  // A lock bound to a client connection, renewed by the daemon.
+  struct keep_lock {
+    std::uint32_t generation = 1;
+    bool active = false;
+    bool renewing = false;
+    std::string key;
+    owner_id owner{};
+    std::uint64_t ttl_ms = 0;
+    clock_type::time_point valid_until{};
+    std::shared_ptr<reply_sink> sink;
+  };
+
+  enum class timer_kind : std::uint8_t { round, wait_retry, wait_expiry, renew };
+
+  // Deadlines of every kind share one heap and one timer. `stamp` is the generation or serial
+  // the entry was made for; an entry that no longer matches is dropped when it comes up.
   struct deadline_entry {
     clock_type::time_point when;
+    std::uint64_t stamp;
     std::uint32_t slot;
-    std::uint32_t generation;
+    timer_kind kind;
     bool operator>(const deadline_entry& other) const { return when > other.when; }
   };
 
   std::uint32_t allocate(op_kind kind, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void finish(std::uint32_t slot, std::string line);
+  void add_deadline(clock_type::time_point when, std::uint32_t slot, std::uint64_t stamp,
+                    timer_kind kind);
   void begin_round(std::uint32_t slot, op_phase phase, request_kind kind);
   void send_round(std::uint32_t slot, request_kind kind);
   void send_command(std::size_t node, std::uint32_t slot, request_kind kind, bool by_sha);
-  void release_everywhere(const operation& op);
-  void record(std::uint32_t slot, std::size_t node, vote v);
+  void release_everywhere(std::string_view key, const owner_id& owner);
   void decide(std::uint32_t slot);
   void decide_lock(std::uint32_t slot);
   void decide_fencing(std::uint32_t slot);
+  void decide_renewal(std::uint32_t slot);
   void start_fencing_round(std::uint32_t slot);
+  void lock_acquired(std::uint32_t slot, std::int64_t validity);
+  void lock_failed(std::uint32_t slot, std::string line);
   std::int64_t validity_now(const operation& op) const;
+  bool expired(const deadline_entry& entry) const;
+  void fire(const deadline_entry& entry);
+
+  // WAIT
+  void try_acquire(std::uint32_t slot);
+  void dequeue(std::uint32_t slot);
+  void wake_head(const std::string& key, clock_type::time_point when);
+  std::chrono::milliseconds jitter(std::uint64_t up_to_ms);
+  // KEEP
+  void start_keep(std::uint32_t slot, std::int64_t validity);
+  void renew(std::uint32_t index);
+  void lose(std::uint32_t index);
+  void drop_keep(std::uint32_t index);
+  // lock-delay
+  void delay(const std::string& key);
+  std::optional<clock_type::time_point> delayed_until(const std::string& key);
+  void sweep_delays();
 
   const config& cfg_;
   node_io& io_;
@@ -142,9 +198,26 @@ private:
   engine_counters counters_;
   std::vector<operation> slots_;
   std::vector<std::uint32_t> free_slots_;
+  std::uint64_t next_serial_ = 1;
   std::priority_queue<deadline_entry, std::vector<deadline_entry>, std::greater<>> deadlines_;
-  std::string scratch_; // reused buffer for formatting commands
   std::optional<clock_type::time_point> armed_;
+  std::string scratch_; // reused buffer for formatting commands
+
+  // Waiters per resource key, first come first served: (slot, serial).
+  std::unordered_map<std::string, std::deque<std::pair<std::uint32_t, std::uint64_t>>> queues_;
+  std::size_t waiter_count_ = 0;
+  std::vector<keep_lock> keeps_;
+  std::vector<std::uint32_t> free_keeps_;
+  std::unordered_map<std::string, std::uint32_t> keep_by_key_;
+  // lock-delay: plain leases granted here (key -> owner, expiry), and keys refused until a time.
+  struct lease {
+    owner_id owner;
+    clock_type::time_point expires;
+  };
+  std::unordered_map<std::string, lease> leases_;
+  std::unordered_map<std::string, clock_type::time_point> delays_;
+  std::size_t delay_sweep_at_ = 1024; // sweep expired entries when the tables grow past this
+  std::minstd_rand random_;
 };
 
 } // namespace redlockd

@@ -48,7 +48,9 @@ struct fake_nodes : node_io {
 
 struct captured_replies : reply_sink {
   void deliver(std::uint64_t seq, std::string line) override { lines[seq] = std::move(line); }
+  void push(std::string line) override { pushed.push_back(std::move(line)); }
   std::map<std::uint64_t, std::string> lines;
+  std::vector<std::string> pushed;
 };
 
 reply_ptr resp(std::string_view bytes) {
@@ -73,7 +75,28 @@ config five_nodes() {
 }
 
 struct fixture {
-  fixture() : nodes(5), engine(cfg, nodes, log, [this] { return now; }) {}
+  explicit fixture(std::uint64_t lock_delay_ms = 0)
+      : cfg(with_delay(lock_delay_ms)), nodes(5), engine(cfg, nodes, log, [this] { return now; }) {}
+
+  static config with_delay(std::uint64_t lock_delay_ms) {
+    config c = five_nodes();
+    c.lock_delay_ms = lock_delay_ms;
+    return c;
+  }
+  // Moves the clock and fires the engine's timer if it is due.
+  void advance(std::chrono::microseconds by) {
+    now += by;
+    if (nodes.armed && *nodes.armed <= now) {
+      nodes.armed.reset();
+      engine.on_timer();
+    }
+  }
+  // Answers the latest round of a kind on the first `count` nodes.
+  void answer_all(request_kind kind, std::string_view bytes, std::size_t count = 5) {
+    for (std::size_t node = 0; node < count; ++node)
+      answer(node, kind, bytes);
+  }
+  std::size_t count_sent(request_kind kind) const { return nodes.of(kind).size(); }
 
   void answer(std::size_t node, request_kind kind, std::string_view bytes) {
     const request_tag tag = last_tag(node, kind);
@@ -91,7 +114,7 @@ struct fixture {
     return tag;
   }
 
-  config cfg = five_nodes();
+  config cfg;
   std::shared_ptr<spdlog::logger> log = std::make_shared<spdlog::logger>("test");
   clock_type::time_point now = clock_type::time_point{} + 1h;
   fake_nodes nodes;
@@ -171,8 +194,9 @@ TEST_CASE("LOCK fails as soon as a majority refused, and releases on all nodes",
   CHECK(f.client->lines[1] == "BUSY 2500\n");
   const auto releases = f.nodes.of(request_kind::release);
   REQUIRE(releases.size() == 5); // also the refusing nodes and the one that has not answered
-  const std::string owner = f.nodes.of(request_kind::acquire)[0].bytes.substr(
-      f.nodes.of(request_kind::acquire)[0].bytes.find("$40\r\n") + 5, 40);
+  // The owner is the last 40-byte argument (the first is the script's SHA).
+  const std::string acquire = f.nodes.of(request_kind::acquire)[0].bytes;
+  const std::string owner = acquire.substr(acquire.rfind("$40\r\n") + 5, 40);
   for (const auto& c : releases) {
     CHECK(c.tag.generation == 0);
     CHECK(c.bytes.find(owner) != std::string::npos);
@@ -354,4 +378,226 @@ TEST_CASE("operation slots are reused", "[engine]") {
   }
   CHECK(f.client->lines.size() == 100);
   CHECK(f.engine.operations_in_flight() == 0);
+}
+
+namespace {
+lock_request waiting_lock(std::string_view resource, std::uint64_t ttl, std::uint64_t wait) {
+  lock_request req = lock_of(resource, ttl);
+  req.wait_ms = wait;
+  return req;
+}
+std::string owner_in(const std::string& reply) { return words(reply)[1]; }
+} // namespace
+
+TEST_CASE("WAIT queues waiters first come, first served, and UNLOCK hands over at once",
+          "[engine][wait]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  auto c = std::make_shared<captured_replies>();
+  f.engine.lock(lock_of("r", 10000), a, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(a->lines[0].starts_with("OK "));
+
+  f.nodes.sent.clear();
+  f.engine.lock(waiting_lock("r", 10000, 5000), b, 0);
+  f.engine.lock(waiting_lock("r", 10000, 5000), c, 0);
+  CHECK(f.engine.waiters() == 2);
+  CHECK(f.count_sent(request_kind::acquire) == 5); // only the head tries
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  CHECK(b->lines.empty()); // refused, but it waits
+  CHECK(f.count_sent(request_kind::release) == 5);
+
+  // A try-lock does not jump the queue.
+  auto d = std::make_shared<captured_replies>();
+  f.engine.lock(lock_of("r", 10000), d, 0);
+  CHECK(d->lines[0] == "BUSY 0\n");
+
+  // The holder unlocks through this daemon: the head goes on the next timer turn, no polling.
+  f.nodes.sent.clear();
+  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
+  f.answer_all(request_kind::release, ":1\r\n", 3);
+  CHECK(a->lines[1] == "OK\n");
+  f.advance(0us);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(b->lines[0].starts_with("OK "));
+  CHECK(c->lines.empty());
+  CHECK(f.engine.waiters() == 1);
+
+  // c is next: b unlocks, c gets it.
+  f.nodes.sent.clear();
+  f.engine.unlock(unlock_request{"r", owner_in(b->lines[0])}, b, 1);
+  f.answer_all(request_kind::release, ":1\r\n", 3);
+  f.advance(0us);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(c->lines[0].starts_with("OK "));
+  CHECK(f.engine.waiters() == 0);
+}
+
+TEST_CASE("a waiter held off by another client retries when the holder's TTL suggests",
+          "[engine][wait]") {
+  fixture f;
+  f.engine.lock(waiting_lock("r", 10000, 5000), f.client, 0);
+  f.answer_all(request_kind::acquire, refused(300), 3);
+  CHECK(f.client->lines.empty());
+  f.nodes.sent.clear();
+  f.advance(299ms);
+  CHECK(f.count_sent(request_kind::acquire) == 0); // no busy loop before the hint
+  for (int i = 0; i < 25 && f.count_sent(request_kind::acquire) == 0; ++i)
+    f.advance(1ms); // the retry comes within the hint plus at most 20 ms of jitter
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(f.client->lines[0].starts_with("OK "));
+}
+
+TEST_CASE("a WAIT that runs out answers BUSY", "[engine][wait]") {
+  fixture f;
+  f.engine.lock(waiting_lock("r", 10000, 100), f.client, 0);
+  f.answer_all(request_kind::acquire, refused(8000), 3);
+  f.nodes.sent.clear();
+  f.advance(99ms);
+  CHECK(f.client->lines.empty());
+  f.advance(1ms);
+  REQUIRE(f.client->lines.count(0) == 1);
+  CHECK(f.client->lines[0].starts_with("BUSY "));
+  CHECK(f.count_sent(request_kind::acquire) == 0);
+  CHECK(f.engine.waiters() == 0);
+  CHECK(f.engine.counters().busy == 1);
+}
+
+TEST_CASE("a waiter whose client left is never granted", "[engine][wait]") {
+  fixture f;
+  auto holder = std::make_shared<captured_replies>();
+  auto leaver = std::make_shared<captured_replies>();
+  auto stayer = std::make_shared<captured_replies>();
+  f.engine.lock(lock_of("r", 10000), holder, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.engine.lock(waiting_lock("r", 10000, 5000), leaver, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.engine.lock(waiting_lock("r", 10000, 5000), stayer, 0);
+  f.engine.client_gone(leaver.get());
+  CHECK(f.engine.waiters() == 1);
+  f.nodes.sent.clear();
+  f.engine.unlock(unlock_request{"r", owner_in(holder->lines[0])}, holder, 1);
+  f.answer_all(request_kind::release, ":1\r\n", 3);
+  f.advance(0us);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(leaver->lines.empty());
+  CHECK(stayer->lines[0].starts_with("OK "));
+}
+
+TEST_CASE("an acquisition in flight for a client that left is released", "[engine][wait]") {
+  fixture f;
+  f.engine.lock(waiting_lock("r", 10000, 5000), f.client, 0);
+  f.engine.client_gone(f.client.get());
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(f.client->lines.empty());
+  CHECK(f.count_sent(request_kind::release) == 5);
+  CHECK(f.engine.counters().acquired == 0);
+}
+
+TEST_CASE("KEEP renews about every TTL/3 and releases when the client leaves",
+          "[engine][keep]") {
+  fixture f;
+  lock_request req = lock_of("k", 3000);
+  req.keep = true;
+  f.engine.lock(req, f.client, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(f.client->lines[0].starts_with("OK "));
+  CHECK(f.engine.keep_locks() == 1);
+  for (int renewal = 1; renewal <= 9; ++renewal) { // three TTLs
+    f.nodes.sent.clear();
+    f.advance(1000ms);
+    REQUIRE(f.count_sent(request_kind::extend) == 5);
+    CHECK(f.nodes.of(request_kind::extend)[0].bytes.find("$4\r\n3000\r\n") != std::string::npos);
+    f.answer_all(request_kind::extend, ":1\r\n", 3);
+  }
+  CHECK(f.engine.counters().renewed == 9);
+  CHECK(f.client->pushed.empty());
+  f.nodes.sent.clear();
+  f.engine.client_gone(f.client.get());
+  CHECK(f.count_sent(request_kind::release) == 5);
+  CHECK(f.engine.keep_locks() == 0);
+  f.advance(2000ms);
+  CHECK(f.count_sent(request_kind::extend) == 0);
+}
+
+TEST_CASE("KEEP pushes LOST when no quorum renews it in time", "[engine][keep]") {
+  fixture f;
+  lock_request req = lock_of("k", 3000);
+  req.keep = true;
+  f.engine.lock(req, f.client, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  const std::string owner = owner_in(f.client->lines[0]);
+  f.nodes.up = {true, true, false, false, false}; // three masters gone
+  for (int i = 0; i < 40 && f.client->pushed.empty(); ++i)
+    f.advance(100ms);
+  REQUIRE(f.client->pushed.size() == 1);
+  CHECK(f.client->pushed[0] == "LOST k " + owner + "\n");
+  CHECK(f.engine.counters().lost == 1);
+  CHECK(f.engine.keep_locks() == 0);
+  // Before the 3000 ms lease could have run out.
+  CHECK(f.now < clock_type::time_point{} + 1h + 3000ms);
+}
+
+TEST_CASE("KEEP pushes LOST at once when a majority no longer holds it", "[engine][keep]") {
+  fixture f;
+  lock_request req = lock_of("k", 3000);
+  req.keep = true;
+  f.engine.lock(req, f.client, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.advance(1000ms);
+  f.answer_all(request_kind::extend, ":0\r\n", 3);
+  CHECK(f.client->pushed.size() == 1);
+}
+
+TEST_CASE("UNLOCK of a KEEP lock stops its renewals", "[engine][keep]") {
+  fixture f;
+  lock_request req = lock_of("k", 3000);
+  req.keep = true;
+  f.engine.lock(req, f.client, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.engine.unlock(unlock_request{"k", owner_in(f.client->lines[0])}, f.client, 1);
+  f.answer_all(request_kind::release, ":1\r\n", 3);
+  f.nodes.sent.clear();
+  f.advance(5000ms);
+  CHECK(f.count_sent(request_kind::extend) == 0);
+  CHECK(f.client->pushed.empty());
+}
+
+TEST_CASE("lock-delay follows a dropped KEEP connection and an expiry, not an UNLOCK",
+          "[engine][delay]") {
+  fixture f(500);
+  lock_request req = lock_of("k", 3000);
+  req.keep = true;
+  f.engine.lock(req, f.client, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.engine.client_gone(f.client.get());
+  auto other = std::make_shared<captured_replies>();
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("k", 3000), other, 0);
+  CHECK(other->lines[0] == "BUSY 500\n");
+  CHECK(f.count_sent(request_kind::acquire) == 0);
+  f.advance(500ms);
+  f.engine.lock(lock_of("k", 3000), other, 1);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(other->lines[1].starts_with("OK "));
+
+  // That plain lease expires without an UNLOCK: delayed again after its TTL.
+  f.advance(3000ms);
+  f.engine.lock(lock_of("k", 3000), other, 2);
+  CHECK(other->lines[2].starts_with("BUSY "));
+  f.advance(500ms);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("k", 3000), other, 3);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(other->lines[3].starts_with("OK "));
+
+  // A clean UNLOCK leaves no delay.
+  f.engine.unlock(unlock_request{"k", owner_in(other->lines[3])}, other, 4);
+  f.answer_all(request_kind::release, ":1\r\n", 3);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("k", 3000), other, 5);
+  CHECK(f.count_sent(request_kind::acquire) == 5);
 }
