@@ -1,0 +1,169 @@
+#include "redlockd/config.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+
+namespace redlockd {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail(std::string_view key, std::string_view what) {
+  throw config_error(std::string(key) + ": " + std::string(what));
+}
+
+std::string get_string(const json& value, std::string_view key) {
+  if (!value.is_string())
+    fail(key, "must be a string");
+  return value.get<std::string>();
+}
+
+std::uint64_t get_integer(const json& value, std::string_view key, std::uint64_t min,
+                          std::uint64_t max) {
+  const std::string range =
+      "must be an integer between " + std::to_string(min) + " and " + std::to_string(max);
+  if (!value.is_number_integer() && !value.is_number_unsigned())
+    fail(key, range);
+  if (value.is_number_integer() && !value.is_number_unsigned() && value.get<std::int64_t>() < 0)
+    fail(key, range);
+  const auto n = value.get<std::uint64_t>();
+  if (n < min || n > max)
+    fail(key, range);
+  return n;
+}
+
+bool printable_token(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x21 && c <= 0x7e; });
+}
+
+endpoint get_endpoint(const json& value, std::string_view key) {
+  const std::string text = get_string(value, key);
+  try {
+    return parse_endpoint(text);
+  } catch (const config_error& e) {
+    fail(key, e.what());
+  }
+}
+
+constexpr std::array<std::string_view, 7> log_levels = {"trace", "debug", "info", "warn",
+                                                        "error", "critical", "off"};
+
+} // namespace
+
+std::string endpoint::to_string() const {
+  if (host.find(':') != std::string::npos)
+    return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+endpoint parse_endpoint(std::string_view text) {
+  const std::string quoted = "'" + std::string(text) + "'";
+  std::string_view host;
+  std::string_view port;
+  if (text.starts_with('[')) {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      throw config_error("expected [address]:port, got " + quoted);
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos)
+      throw config_error("expected host:port, got " + quoted);
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos)
+      throw config_error("IPv6 addresses are written [address]:port, got " + quoted);
+  }
+  if (host.empty() || !printable_token(host))
+    throw config_error("bad host in " + quoted);
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value == 0 ||
+      value > 65535 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    throw config_error("bad port in " + quoted);
+  return endpoint{std::string(host), static_cast<std::uint16_t>(value)};
+}
+
+void validate(const config& cfg) {
+  if (cfg.nodes.empty())
+    fail("nodes", "at least one node is needed");
+  if (cfg.nodes.size() > max_nodes)
+    fail("nodes", "at most " + std::to_string(max_nodes) + " nodes are supported");
+  for (std::size_t i = 0; i < cfg.nodes.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (cfg.nodes[i] == cfg.nodes[j])
+        fail("nodes[" + std::to_string(i) + "]", "duplicate of " + cfg.nodes[j].to_string());
+  if (cfg.key_prefix.size() > 256 || !printable_token(cfg.key_prefix))
+    fail("key_prefix", "must be at most 256 printable ASCII bytes without spaces");
+  if (cfg.fence_key.empty() || cfg.fence_key.size() > 256 || !printable_token(cfg.fence_key))
+    fail("fence_key", "must be 1-256 printable ASCII bytes without spaces");
+  if (!(cfg.clock_drift_factor >= 0.0 && cfg.clock_drift_factor <= 0.1))
+    fail("clock_drift_factor", "must be a number between 0 and 0.1");
+  if (cfg.node_timeout_ms < 1 || cfg.node_timeout_ms > 10000)
+    fail("node_timeout_ms", "must be an integer between 1 and 10000");
+  if (cfg.min_ttl_ms < 1)
+    fail("min_ttl_ms", "must be at least 1");
+  if (cfg.max_ttl_ms < cfg.min_ttl_ms || cfg.max_ttl_ms > 86'400'000)
+    fail("max_ttl_ms", "must be between min_ttl_ms and 86400000");
+  if (cfg.max_line_bytes < 64 || cfg.max_line_bytes > 1'048'576)
+    fail("max_line_bytes", "must be an integer between 64 and 1048576");
+  if (cfg.lock_delay_ms > 3'600'000)
+    fail("lock_delay_ms", "must be an integer between 0 and 3600000");
+  if (std::find(log_levels.begin(), log_levels.end(), cfg.log_level) == log_levels.end())
+    fail("log_level", "must be one of trace, debug, info, warn, error, critical, off");
+}
+
+config parse_config(std::string_view json_text) {
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw config_error(std::string("invalid JSON: ") + e.what());
+  }
+  if (!doc.is_object())
+    throw config_error("the configuration must be a JSON object");
+
+  config cfg;
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "listen") {
+      cfg.listen = get_endpoint(value, key);
+    } else if (key == "nodes") {
+      if (!value.is_array() || value.empty())
+        fail(key, "must be a non-empty array of \"host:port\" strings");
+      cfg.nodes.clear();
+      for (std::size_t i = 0; i < value.size(); ++i)
+        cfg.nodes.push_back(get_endpoint(value[i], "nodes[" + std::to_string(i) + "]"));
+    } else if (key == "key_prefix") {
+      cfg.key_prefix = get_string(value, key);
+    } else if (key == "fence_key") {
+      cfg.fence_key = get_string(value, key);
+    } else if (key == "clock_drift_factor") {
+      if (!value.is_number())
+        fail(key, "must be a number between 0 and 0.1");
+      cfg.clock_drift_factor = value.get<double>();
+    } else if (key == "node_timeout_ms") {
+      cfg.node_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 1, 10000));
+    } else if (key == "min_ttl_ms") {
+      cfg.min_ttl_ms = get_integer(value, key, 1, 86'400'000);
+    } else if (key == "max_ttl_ms") {
+      cfg.max_ttl_ms = get_integer(value, key, 1, 86'400'000);
+    } else if (key == "max_line_bytes") {
+      cfg.max_line_bytes = static_cast<std::uint32_t>(get_integer(value, key, 64, 1'048'576));
+    } else if (key == "lock_delay_ms") {
+      cfg.lock_delay_ms = get_integer(value, key, 0, 3'600'000);
+    } else if (key == "log_level") {
+      cfg.log_level = get_string(value, key);
+    } else {
+      throw config_error("unknown key '" + key + "'");
+    }
+  }
+  validate(cfg);
+  return cfg;
+}
+
+} // namespace redlockd
