@@ -171,6 +171,7 @@ awaitable<void> redis_link::run() {
     handshake_left_ = script_count + 1;
     reload_in_progress_ = false;
     ping_outstanding_ = false;
+    ping_sent_ = clock_type::now(); // the handshake's round trip is the first RTT sample
     queue_script_loads(handshake_load);
     std::string command;
     append_command(command, {"GET", cfg_.fence_key});
@@ -268,6 +269,8 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
   // A handshake reply.
   if (handshake_left_ > 0 && --handshake_left_ == 0) {
     state_ = state::ok;
+    rtt_us_ = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - ping_sent_)
+                  .count();
     if (failures_ > 0)
       log_->info("node {} up (after {} failed attempts)", address_.to_string(), failures_);
     else
