@@ -105,11 +105,13 @@ awaitable<void> client_session::read_requests() {
     const std::size_t n = co_await socket_.async_read_some(
         net::buffer(read_buffer_), net::redirect_error(net::use_awaitable, ec));
     if (ec) {
-      if (ec == net::error::eof) {
+      if (ec == net::error::eof && !used_engine_state_) {
         // Half-closed (`nc -N`, `printf ... | nc -q 1`): answer what came, then close.
         reading_done_ = true;
         finish_if_done();
       } else {
+        // A client that sent WAIT or KEEP and then its end of input has left: its waiters must
+        // leave the queues and its KEEP locks be released now, not when a reply fails.
         close();
       }
       co_return;

@@ -1,0 +1,176 @@
+// WAIT, KEEP, LOST and lock-delay through the real daemon against real masters.
+#include "test_env.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace redlockd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+lock_grant must_lock(line_client& client, const std::string& line) {
+  const std::string reply = client.request(line);
+  INFO("request: " << line << "  reply: " << reply);
+  const auto grant = parse_lock_ok(reply);
+  REQUIRE(grant);
+  return *grant;
+}
+
+} // namespace
+
+TEST_CASE("20 waiters on one resource are granted first come, first served",
+          "[integration][wait]") {
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  lock_grant held = must_lock(holder, "LOCK fifo 30000");
+
+  std::vector<line_client> waiters;
+  for (int i = 0; i < 20; ++i) {
+    waiters.push_back(env.client());
+    waiters.back().send("LOCK fifo 30000 WAIT 20000\n");
+    // Each waiter must be queued before the next one arrives.
+    REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == i + 1; }, 5s));
+  }
+  std::string owner = held.owner;
+  line_client* current = &holder;
+  std::uint64_t last_fence = held.fence;
+  for (int i = 0; i < 20; ++i) {
+    CHECK(current->request("UNLOCK fifo " + owner) == "OK");
+    const std::string reply = waiters[i].read_line();
+    INFO("waiter " << i << " got: " << reply);
+    const auto grant = parse_lock_ok(reply);
+    REQUIRE(grant);
+    CHECK(grant->fence > last_fence);
+    last_fence = grant->fence;
+    // Nobody behind it has been answered yet.
+    for (int j = i + 1; j < 20; ++j)
+      CHECK_FALSE(waiters[j].try_read_line(0ms));
+    owner = grant->owner;
+    current = &waiters[i];
+  }
+  CHECK(current->request("UNLOCK fifo " + owner) == "OK");
+  CHECK(lock_keys(env.fleet).empty());
+}
+
+TEST_CASE("a waiter that disconnects is never granted", "[integration][wait]") {
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  const lock_grant held = must_lock(holder, "LOCK gone 30000");
+  {
+    line_client leaver = env.client();
+    leaver.send("LOCK gone 30000 WAIT 20000\n");
+    REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }, 5s));
+  } // closed
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 0; }, 5s));
+  line_client stayer = env.client();
+  stayer.send("LOCK gone 30000 WAIT 20000\n");
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }, 5s));
+  CHECK(holder.request("UNLOCK gone " + held.owner) == "OK");
+  const auto grant = parse_lock_ok(stayer.read_line());
+  REQUIRE(grant);
+  // The key on the masters belongs to the waiter that stayed, not to the one that left.
+  CHECK(nodes_holding(env.fleet, "gone", grant->owner).size() >= 3);
+  CHECK(env.daemon.info().at("counters").at("acquired") == 2);
+}
+
+TEST_CASE("WAIT gives up with BUSY when the lock stays held", "[integration][wait]") {
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  must_lock(holder, "LOCK held 30000");
+  line_client waiter = env.client();
+  const auto start = std::chrono::steady_clock::now();
+  const std::string reply = waiter.request("LOCK held 30000 WAIT 300");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  INFO("reply: " << reply);
+  CHECK(starts_with(reply, "BUSY "));
+  CHECK(waited >= 300ms); // never answers before the deadline it was given
+  CHECK(env.daemon.info().at("waiters") == 0);
+}
+
+TEST_CASE("a waiter gets a lock held elsewhere once its TTL runs out", "[integration][wait]") {
+  fleet_and_daemon env;
+  // A plain Redlock client (not this daemon) holds it on 3 masters for 400 ms.
+  for (std::size_t i = 0; i < 3; ++i)
+    REQUIRE(env.fleet.set_nx_px(i, "outside", "someone-else", 400));
+  line_client waiter = env.client();
+  waiter.set_timeout(10s);
+  const auto grant = parse_lock_ok(waiter.request("LOCK outside 5000 WAIT 5000"));
+  REQUIRE(grant);
+  CHECK(nodes_holding(env.fleet, "outside", grant->owner).size() >= 3);
+}
+
+TEST_CASE("KEEP renews the lock across three TTLs and releases it when the connection closes",
+          "[integration][keep]") {
+  fleet_and_daemon env;
+  {
+    line_client keeper = env.client();
+    const lock_grant grant = must_lock(keeper, "LOCK kept 600 KEEP");
+    std::this_thread::sleep_for(1800ms); // three TTLs
+    CHECK(nodes_holding(env.fleet, "kept", grant.owner).size() >= 3);
+    for (std::size_t i = 0; i < 5; ++i) {
+      const long long pttl = env.fleet.pttl(i, "kept");
+      CHECK(pttl > 0);
+      CHECK(pttl <= 600);
+    }
+    CHECK(env.daemon.info().at("counters").at("renewed") >= 3);
+    line_client other = env.client();
+    CHECK(starts_with(other.request("LOCK kept 600"), "BUSY"));
+  }
+  // Closed: released on every master well within a second.
+  CHECK(eventually([&] { return lock_keys(env.fleet).empty(); }, 1s));
+  CHECK(env.daemon.info().at("keep_locks") == 0);
+}
+
+TEST_CASE("a plain lock outlives its connection", "[integration][keep]") {
+  fleet_and_daemon env;
+  std::string owner;
+  {
+    line_client client = env.client();
+    owner = must_lock(client, "LOCK lease 5000").owner;
+  }
+  std::this_thread::sleep_for(300ms);
+  CHECK(nodes_holding(env.fleet, "lease", owner).size() == 5);
+}
+
+TEST_CASE("LOST is pushed when three masters die under a KEEP lock", "[integration][keep]") {
+  fleet_and_daemon env;
+  line_client keeper = env.client();
+  const lock_grant grant = must_lock(keeper, "LOCK doomed 900 KEEP");
+  env.fleet.kill(0);
+  env.fleet.kill(1);
+  env.fleet.kill(2);
+  keeper.set_timeout(3s);
+  const std::string push = keeper.read_line();
+  CHECK(push == "LOST doomed " + grant.owner);
+  CHECK(env.daemon.info().at("counters").at("lost") == 1);
+  // The connection still works after the push.
+  CHECK(keeper.request("PING") == "PONG");
+}
+
+TEST_CASE("lock-delay follows a dropped KEEP connection but not an UNLOCK",
+          "[integration][delay]") {
+  fleet_and_daemon env(nlohmann::json{{"lock_delay_ms", 1500}});
+  {
+    line_client keeper = env.client();
+    must_lock(keeper, "LOCK delayed 5000 KEEP");
+  }
+  REQUIRE(eventually([&] { return lock_keys(env.fleet).empty(); }, 1s));
+  line_client other = env.client();
+  const std::string refused = other.request("LOCK delayed 5000");
+  INFO("reply: " << refused);
+  CHECK(starts_with(refused, "BUSY "));
+  CHECK(lock_keys(env.fleet).empty()); // refused without touching the masters
+  // A waiter is granted once the delay is over.
+  other.set_timeout(5s);
+  const auto later = parse_lock_ok(other.request("LOCK delayed 5000 WAIT 3000"));
+  REQUIRE(later);
+
+  // A clean UNLOCK: the next LOCK is granted at once.
+  CHECK(other.request("UNLOCK delayed " + later->owner) == "OK");
+  CHECK(parse_lock_ok(other.request("LOCK delayed 5000")));
+}
