@@ -37,9 +37,18 @@ void client_server::start() {
   });
 }
 
-void client_server::stop() {
+void client_server::stop_accepting() {
   error_code_t ignored;
   acceptor_.close(ignored);
+}
+
+void client_server::drain() {
+  for (const auto& session : std::unordered_set(sessions_))
+    session->finish_and_close();
+}
+
+void client_server::stop() {
+  stop_accepting();
   for (const auto& session : std::unordered_set(sessions_))
     session->close();
 }
@@ -82,6 +91,11 @@ void client_session::start() {
                 });
 }
 
+void client_session::finish_and_close() {
+  reading_done_ = true;
+  finish_if_done();
+}
+
 void client_session::close() {
   if (closed_)
     return;
@@ -116,6 +130,8 @@ awaitable<void> client_session::read_requests() {
       }
       co_return;
     }
+    if (reading_done_ || closed_)
+      co_return; // draining for shutdown: requests that come now are not read
     lines_.feed({read_buffer_.data(), n});
     std::string_view line;
     for (;;) {
@@ -160,6 +176,10 @@ void client_session::handle_line(std::string_view line) {
             // No client secret is configured: every client is let in, AUTH is a no-op.
             deliver(seq, format_ok());
           } else if constexpr (std::is_same_v<type, lock_request>) {
+            if (context_.shutting_down) {
+              deliver(seq, format_error(error_code::shutting_down, "the daemon is stopping"));
+              return;
+            }
             if (req.wait_ms || req.keep)
               used_engine_state_ = true;
             context_.engine.lock(req, shared_from_this(), seq);

@@ -49,6 +49,18 @@ endpoint get_endpoint(const json& value, std::string_view key) {
   }
 }
 
+// Quotes user text for a message: one line, printable, bounded, whatever the input holds.
+std::string quote(std::string_view text) {
+  constexpr std::size_t max_quoted = 128;
+  std::string out = "'";
+  for (std::size_t i = 0; i < text.size() && i < max_quoted; ++i)
+    out.push_back(text[i] >= 0x20 && text[i] <= 0x7e ? text[i] : '?');
+  if (text.size() > max_quoted)
+    out.append("...");
+  out.push_back('\'');
+  return out;
+}
+
 constexpr std::array<std::string_view, 7> log_levels = {"trace", "debug", "info", "warn",
                                                         "error", "critical", "off"};
 
@@ -61,7 +73,7 @@ std::string endpoint::to_string() const {
 }
 
 endpoint parse_endpoint(std::string_view text) {
-  const std::string quoted = "'" + std::string(text) + "'";
+  const std::string quoted = quote(text);
   std::string_view host;
   std::string_view port;
   if (text.starts_with('[')) {
@@ -122,7 +134,8 @@ config parse_config(std::string_view json_text) {
   json doc;
   try {
     doc = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number like 1e400 throws out_of_range while parsing.
     throw config_error(std::string("invalid JSON: ") + e.what());
   }
   if (!doc.is_object())
@@ -156,10 +169,12 @@ config parse_config(std::string_view json_text) {
       cfg.max_line_bytes = static_cast<std::uint32_t>(get_integer(value, key, 64, 1'048'576));
     } else if (key == "lock_delay_ms") {
       cfg.lock_delay_ms = get_integer(value, key, 0, 3'600'000);
+    } else if (key == "shutdown_timeout_ms") {
+      cfg.shutdown_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 0, 600'000));
     } else if (key == "log_level") {
       cfg.log_level = get_string(value, key);
     } else {
-      throw config_error("unknown key '" + key + "'");
+      throw config_error("unknown key " + quote(key));
     }
   }
   validate(cfg);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 
 namespace redlockd {
@@ -55,6 +56,44 @@ struct daemon::impl final : node_io {
       if (!ec)
         engine.on_timer();
     });
+  }
+
+  // Stops accepting, refuses new LOCKs, ends waits and KEEP locks, lets requests in flight and
+  // releases finish (up to shutdown_timeout_ms), writes every pending reply, then stops.
+  void begin_shutdown(int signal) {
+    log->info("signal {} received; stopping (up to {} ms)", signal, cfg.shutdown_timeout_ms);
+    context.shutting_down = true;
+    server.stop_accepting();
+    engine.shutdown();
+    const auto deadline = clock_type::now() + std::chrono::milliseconds(cfg.shutdown_timeout_ms);
+    net::co_spawn(io, finish_shutdown(deadline), net::detached);
+  }
+
+  bool links_idle() const {
+    return std::all_of(links.begin(), links.end(),
+                       [](const auto& link) { return link->idle(); });
+  }
+
+  awaitable<void> finish_shutdown(clock_type::time_point deadline) {
+    net::steady_timer poll(io);
+    // Releases must reach the masters before the links close.
+    while ((engine.operations_in_flight() > 0 || !links_idle()) && clock_type::now() < deadline) {
+      poll.expires_after(std::chrono::milliseconds(5));
+      co_await poll.async_wait(net::use_awaitable);
+    }
+    server.drain();
+    while (server.clients() > 0 && clock_type::now() < deadline) {
+      poll.expires_after(std::chrono::milliseconds(5));
+      co_await poll.async_wait(net::use_awaitable);
+    }
+    if (engine.operations_in_flight() > 0 || !links_idle() || server.clients() > 0)
+      log->warn("shutdown timeout: {} requests in flight, {} clients still connected",
+                engine.operations_in_flight(), server.clients());
+    server.stop();
+    for (auto& link : links)
+      link->stop();
+    engine_timer.cancel();
+    signals.cancel();
   }
 
   std::string hello() const {
@@ -127,14 +166,8 @@ int daemon::run() {
     link->start();
   d.server.start();
   d.signals.async_wait([&d](const error_code_t& ec, int signal) {
-    if (ec)
-      return;
-    d.log->info("signal {} received; stopping", signal);
-    d.server.stop();
-    for (auto& link : d.links)
-      link->stop();
-    d.engine_timer.cancel();
-    d.io.stop();
+    if (!ec)
+      d.begin_shutdown(signal);
   });
   d.io.run();
   d.log->info("stopped");

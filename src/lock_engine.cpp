@@ -250,6 +250,29 @@ void lock_engine::client_gone(const reply_sink* client) {
   }
 }
 
+void lock_engine::shutdown() {
+  for (std::uint32_t index = 0; index < keeps_.size(); ++index) {
+    keep_lock& k = keeps_[index];
+    if (!k.active)
+      continue;
+    if (k.sink)
+      k.sink->push(
+          format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)));
+    ++counters_.lost;
+    release_everywhere(k.key, k.owner);
+    drop_keep(index);
+  }
+  for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
+    operation& op = slots_[slot];
+    if (op.kind != op_kind::lock || !op.queued)
+      continue;
+    dequeue(slot);
+    if (op.phase == op_phase::waiting)
+      finish(slot, format_error(error_code::shutting_down, "the daemon is stopping"));
+    // An attempt in flight is answered when it completes; it no longer waits after that.
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Replies and deadlines
 

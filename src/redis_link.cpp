@@ -32,7 +32,7 @@ std::chrono::milliseconds stall_limit(const config& cfg) {
 redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address,
                        const config& cfg, std::shared_ptr<spdlog::logger> log)
     : io_(io), index_(index), address_(std::move(address)), cfg_(cfg), log_(std::move(log)),
-      socket_(io), connect_timer_(io), health_timer_(io), read_buffer_(read_chunk),
+      socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io), read_buffer_(read_chunk),
       jitter_(std::random_device{}()) {}
 
 void redis_link::start() {
@@ -54,6 +54,7 @@ void redis_link::stop() {
   socket_.close(ignored);
   connect_timer_.cancel();
   health_timer_.cancel();
+  backoff_timer_.cancel();
 }
 
 void redis_link::send(const request_tag& tag, std::string_view command) {
@@ -131,7 +132,6 @@ std::chrono::milliseconds redis_link::next_backoff() {
 
 awaitable<void> redis_link::run() {
   tcp::resolver resolver(io_);
-  net::steady_timer backoff(io_);
   while (!stopping_) {
     state_ = state::connecting;
     error_code_t ec;
@@ -159,8 +159,8 @@ awaitable<void> redis_link::run() {
       error_code_t ignored;
       socket_.close(ignored);
       ++failures_;
-      backoff.expires_after(next_backoff());
-      co_await backoff.async_wait(net::redirect_error(net::use_awaitable, ec));
+      backoff_timer_.expires_after(next_backoff());
+      co_await backoff_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
       continue;
     }
 
@@ -194,8 +194,8 @@ awaitable<void> redis_link::run() {
     ++failures_;
     if (stopping_)
       break;
-    backoff.expires_after(next_backoff());
-    co_await backoff.async_wait(net::redirect_error(net::use_awaitable, ec));
+    backoff_timer_.expires_after(next_backoff());
+    co_await backoff_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
 }
 

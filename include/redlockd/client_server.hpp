@@ -29,6 +29,8 @@ struct session_context {
   std::string hello_line;
   std::function<std::string()> info_json;
   std::shared_ptr<spdlog::logger> log;
+  // Set when the daemon stops: new LOCKs are refused with ERR SHUTTING_DOWN.
+  bool shutting_down = false;
 };
 
 class client_server {
@@ -38,7 +40,11 @@ public:
   // Binds and listens; throws on failure (address in use, ...).
   void listen(const endpoint& address);
   void start();
-  // Stops accepting and closes every session.
+  // Stops accepting new connections.
+  void stop_accepting();
+  // Every session stops reading and closes once its pending replies are written.
+  void drain();
+  // Closes every session at once.
   void stop();
 
   std::size_t clients() const { return sessions_.size(); }
@@ -63,6 +69,8 @@ public:
 
   void start();
   void close();
+  // Reads no more requests; closes once every pending reply is written.
+  void finish_and_close();
   void deliver(std::uint64_t seq, std::string line) override;
   void push(std::string line) override;
 

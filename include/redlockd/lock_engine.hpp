@@ -84,6 +84,9 @@ public:
   // The client's connection closed: its waiters leave their queues and its KEEP locks are
   // released on every node.
   void client_gone(const reply_sink* client);
+  // The daemon is stopping: waiters are answered ERR SHUTTING_DOWN, KEEP locks are pushed LOST
+  // and released on every node. Acquisitions already in flight complete normally.
+  void shutdown();
 
   // A node answered a request the engine sent.
   void on_reply(std::size_t node, const request_tag& tag, const redisReply& reply);

@@ -37,6 +37,8 @@ public:
   state current_state() const { return state_; }
   const endpoint& address() const { return address_; }
   std::int64_t rtt_us() const { return rtt_us_; }
+  // Nothing queued or waiting for a reply (or the node is down).
+  bool idle() const { return !usable() || (pipeline_.empty() && pending_.empty()); }
 
   // Queues a command; everything queued before the loop turn ends goes out in one write.
   void send(const request_tag& tag, std::string_view command);
@@ -64,6 +66,7 @@ private:
   tcp::socket socket_;
   net::steady_timer connect_timer_;
   net::steady_timer health_timer_;
+  net::steady_timer backoff_timer_;
   state state_ = state::connecting;
   bool stopping_ = false;
   std::uint64_t connection_ = 0; // counts connections, so that stale handlers can tell
