@@ -56,7 +56,8 @@ void client_server::stop() {
 awaitable<void> client_server::accept_loop() {
   while (acceptor_.is_open()) {
     error_code_t ec;
-    tcp::socket socket = co_await acceptor_.async_accept(net::redirect_error(net::use_awaitable, ec));
+    tcp::socket socket =
+        co_await acceptor_.async_accept(net::redirect_error(net::use_awaitable, ec));
     if (ec) {
       if (ec == net::error::operation_aborted || !acceptor_.is_open())
         co_return;

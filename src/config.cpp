@@ -61,7 +61,7 @@ std::string quote(std::string_view text) {
   return out;
 }
 
-constexpr std::array<std::string_view, 7> log_levels = {"trace", "debug", "info", "warn",
+constexpr std::array<std::string_view, 7> log_levels = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
 
 } // namespace
@@ -96,7 +96,8 @@ endpoint parse_endpoint(std::string_view text) {
   unsigned value = 0;
   const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value == 0 ||
-      value > 65535 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      value > 65535 ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
     throw config_error("bad port in " + quoted);
   return endpoint{std::string(host), static_cast<std::uint16_t>(value)};
 }

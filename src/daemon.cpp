@@ -70,8 +70,7 @@ struct daemon::impl final : node_io {
   }
 
   bool links_idle() const {
-    return std::all_of(links.begin(), links.end(),
-                       [](const auto& link) { return link->idle(); });
+    return std::all_of(links.begin(), links.end(), [](const auto& link) { return link->idle(); });
   }
 
   awaitable<void> finish_shutdown(clock_type::time_point deadline) {

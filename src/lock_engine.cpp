@@ -45,8 +45,8 @@ std::uint64_t ms_until(clock_type::time_point from, clock_type::time_point to) {
 
 lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog::logger> log,
                          now_function now)
-    : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)),
-      node_count_(cfg.nodes.size()), random_(std::random_device{}()) {}
+    : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)), node_count_(cfg.nodes.size()),
+      random_(std::random_device{}()) {}
 
 // ---------------------------------------------------------------------------------------------
 // Operations and rounds
@@ -86,8 +86,8 @@ void lock_engine::finish(std::uint32_t slot, std::string line) {
     sink->deliver(seq, std::move(line));
 }
 
-void lock_engine::add_deadline(clock_type::time_point when, std::uint32_t slot,
-                               std::uint64_t stamp, timer_kind kind) {
+void lock_engine::add_deadline(clock_type::time_point when, std::uint32_t slot, std::uint64_t stamp,
+                               timer_kind kind) {
   deadlines_.push({when, stamp, slot, kind});
   if (!armed_ || when < *armed_) {
     armed_ = when;
@@ -577,8 +577,8 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
     // Wait for the holder: at the time its remaining TTL suggests, plus jitter so that daemons
     // sharing the fleet do not collide again; never in a busy loop.
     const std::uint64_t hint = busy && op.retry_ms > 0 ? op.retry_ms : default_retry_ms;
-    const auto when = std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms),
-                               op.wait_until);
+    const auto when =
+        std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms), op.wait_until);
     op.last_failure = std::move(line);
     op.phase = op_phase::waiting;
     op.generation = next_generation(op.generation);
@@ -589,7 +589,8 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   if (op.queued) {
     const std::string key = op.key;
     dequeue(slot);
-    wake_head(key, now + std::chrono::milliseconds(op.retry_ms > 0 ? op.retry_ms : default_retry_ms));
+    wake_head(key,
+              now + std::chrono::milliseconds(op.retry_ms > 0 ? op.retry_ms : default_retry_ms));
   }
   if (busy)
     ++counters_.busy;
@@ -768,7 +769,8 @@ std::optional<clock_type::time_point> lock_engine::delayed_until(const std::stri
   if (cfg_.lock_delay_ms == 0)
     return std::nullopt;
   const clock_type::time_point now = now_();
-  if (const auto ended = leases_.find(key); ended != leases_.end() && ended->second.expires <= now) {
+  if (const auto ended = leases_.find(key);
+      ended != leases_.end() && ended->second.expires <= now) {
     // A lease granted here ran out without an UNLOCK: its holder may still be at work.
     const auto until = ended->second.expires + std::chrono::milliseconds(cfg_.lock_delay_ms);
     auto& delayed = delays_[key];

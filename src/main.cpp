@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto log = std::make_shared<spdlog::logger>(
-      "redlockd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto log = std::make_shared<spdlog::logger>("redlockd",
+                                              std::make_shared<spdlog::sinks::stderr_sink_mt>());
   log->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
   log->set_level(spdlog::level::from_str(cfg.log_level));
   log->flush_on(spdlog::level::info);

@@ -8,7 +8,7 @@ namespace redlockd {
 namespace {
 
 constexpr std::array<std::string_view, 11> error_names = {
-    "SYNTAX",  "UNKNOWN_COMMAND", "BAD_RESOURCE", "BAD_TTL",       "BAD_OWNER", "LINE_TOO_LONG",
+    "SYNTAX", "UNKNOWN_COMMAND", "BAD_RESOURCE", "BAD_TTL",       "BAD_OWNER", "LINE_TOO_LONG",
     "NOAUTH", "AUTH_FAILED",     "TOO_MANY",     "SHUTTING_DOWN", "INTERNAL"};
 
 // Up to 8 tokens are looked at; more make any verb a syntax error anyway.
@@ -60,7 +60,9 @@ bool printable(std::string_view text) {
   return true;
 }
 
-parse_error error(error_code code, std::string message) { return {code, std::move(message)}; }
+parse_error error(error_code code, std::string message) {
+  return {code, std::move(message)};
+}
 
 parse_error wrong_arity(std::string_view verb) {
   return error(error_code::syntax, "wrong number of arguments for '" + std::string(verb) + "'");
@@ -229,12 +231,17 @@ line_splitter::status line_splitter::next(std::string_view& line) {
     consumed_ = 0;
   }
   const std::string_view rest = std::string_view(buffer_).substr(consumed_);
-  const std::size_t lf = rest.find('\n');
+  // Only bytes not looked at before are searched, so a line that trickles in byte by byte costs
+  // linear time, not quadratic.
+  const std::size_t lf = rest.find('\n', scanned_);
   if (lf == std::string_view::npos) {
+    scanned_ = rest.size();
     // A trailing CR may still be the first half of a CRLF: it does not count yet.
-    const std::size_t content = !rest.empty() && rest.back() == '\r' ? rest.size() - 1 : rest.size();
+    const std::size_t content =
+        !rest.empty() && rest.back() == '\r' ? rest.size() - 1 : rest.size();
     return content > max_line_bytes_ ? status::too_long : status::need_more;
   }
+  scanned_ = 0;
   std::size_t length = lf;
   if (length > 0 && rest[length - 1] == '\r')
     --length;
@@ -245,7 +252,9 @@ line_splitter::status line_splitter::next(std::string_view& line) {
   return status::line;
 }
 
-std::string format_ok() { return "OK\n"; }
+std::string format_ok() {
+  return "OK\n";
+}
 
 std::string format_pong(std::optional<std::string_view> word) {
   if (!word)
@@ -281,13 +290,17 @@ std::string format_extend_ok(std::int64_t validity_ms) {
   return "OK " + std::to_string(validity_ms) + "\n";
 }
 
-std::string format_busy(std::uint64_t retry_ms) { return "BUSY " + std::to_string(retry_ms) + "\n"; }
+std::string format_busy(std::uint64_t retry_ms) {
+  return "BUSY " + std::to_string(retry_ms) + "\n";
+}
 
 std::string format_noquorum(std::size_t granted, std::size_t needed) {
   return "NOQUORUM " + std::to_string(granted) + " " + std::to_string(needed) + "\n";
 }
 
-std::string format_notheld() { return "NOTHELD\n"; }
+std::string format_notheld() {
+  return "NOTHELD\n";
+}
 
 std::string format_error(error_code code, std::string_view message) {
   std::string out = "ERR ";

@@ -24,16 +24,17 @@ constexpr std::uint32_t handshake_load = 1;
 // A connection whose oldest request has gone unanswered this long is dead (a stopped or
 // blackholed master): drop it and reconnect rather than wait for TCP to notice.
 std::chrono::milliseconds stall_limit(const config& cfg) {
-  return std::max(std::chrono::milliseconds(1000), std::chrono::milliseconds(cfg.node_timeout_ms) * 20);
+  return std::max(std::chrono::milliseconds(1000),
+                  std::chrono::milliseconds(cfg.node_timeout_ms) * 20);
 }
 
 } // namespace
 
-redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address,
-                       const config& cfg, std::shared_ptr<spdlog::logger> log)
+redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
+                       std::shared_ptr<spdlog::logger> log)
     : io_(io), index_(index), address_(std::move(address)), cfg_(cfg), log_(std::move(log)),
-      socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io), read_buffer_(read_chunk),
-      jitter_(std::random_device{}()) {}
+      socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
+      read_buffer_(read_chunk), jitter_(std::random_device{}()) {}
 
 void redis_link::start() {
   net::co_spawn(io_, run(), [this](std::exception_ptr error) {
@@ -125,7 +126,8 @@ void redis_link::drop_connection(std::string_view why) {
 std::chrono::milliseconds redis_link::next_backoff() {
   // Exponential, capped, and jittered into [d/2, d] so that daemons do not reconnect in step.
   const unsigned shift = std::min(failures_, 6u);
-  const auto ceiling = std::min<std::chrono::milliseconds>(backoff_first * (1u << shift), backoff_cap);
+  const auto ceiling =
+      std::min<std::chrono::milliseconds>(backoff_first * (1u << shift), backoff_cap);
   std::uniform_int_distribution<long> pick(ceiling.count() / 2, ceiling.count());
   return std::chrono::milliseconds(pick(jitter_));
 }
@@ -135,8 +137,8 @@ awaitable<void> redis_link::run() {
   while (!stopping_) {
     state_ = state::connecting;
     error_code_t ec;
-    auto endpoints = co_await resolver.async_resolve(
-        address_.host, std::to_string(address_.port), net::redirect_error(net::use_awaitable, ec));
+    auto endpoints = co_await resolver.async_resolve(address_.host, std::to_string(address_.port),
+                                                     net::redirect_error(net::use_awaitable, ec));
     if (!ec) {
       // A master that accepts nothing must not hold us past the connect timeout.
       connect_timer_.expires_after(connect_timeout);

@@ -28,14 +28,18 @@ void append_command(std::string& out, std::initializer_list<std::string_view> ar
   redisFreeCommand(formatted);
 }
 
-void reply_deleter::operator()(redisReply* reply) const { freeReplyObject(reply); }
+void reply_deleter::operator()(redisReply* reply) const {
+  freeReplyObject(reply);
+}
 
 reply_reader::reply_reader() : reader_(redisReaderCreate()) {
   if (reader_ == nullptr)
     throw std::bad_alloc();
 }
 
-reply_reader::~reply_reader() { redisReaderFree(reader_); }
+reply_reader::~reply_reader() {
+  redisReaderFree(reader_);
+}
 
 void reply_reader::feed(std::string_view bytes) {
   if (redisReaderFeed(reader_, bytes.data(), bytes.size()) != REDIS_OK)
@@ -59,9 +63,13 @@ void reply_reader::reset() {
     throw std::bad_alloc();
 }
 
-bool is_error(const redisReply& reply) { return reply.type == REDIS_REPLY_ERROR; }
+bool is_error(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_ERROR;
+}
 
-bool is_nil(const redisReply& reply) { return reply.type == REDIS_REPLY_NIL; }
+bool is_nil(const redisReply& reply) {
+  return reply.type == REDIS_REPLY_NIL;
+}
 
 std::string_view as_string(const redisReply& reply) {
   switch (reply.type) {

@@ -13,13 +13,12 @@ namespace {
 // KEYS: lock key, fence key. ARGV: owner, ttl ms, proposed token.
 // Granted: {1, previous counter}. Refused: {0, remaining TTL of the holder in ms}.
 constexpr std::string_view acquire_source =
-    REDLOCKD_LUA_LESS
-    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  local c = redis.call('get', KEYS[2]) or '0'\n"
-    "  if less(c, ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end\n"
-    "  return {1, c}\n"
-    "end\n"
-    "return {0, redis.call('pttl', KEYS[1])}\n";
+    REDLOCKD_LUA_LESS "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+                      "  local c = redis.call('get', KEYS[2]) or '0'\n"
+                      "  if less(c, ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end\n"
+                      "  return {1, c}\n"
+                      "end\n"
+                      "return {0, redis.call('pttl', KEYS[1])}\n";
 
 // KEYS: lock key. ARGV: owner. 1 if deleted, 0 if the key holds another owner or is gone.
 constexpr std::string_view release_source =
@@ -27,18 +26,16 @@ constexpr std::string_view release_source =
     "return 0\n";
 
 // KEYS: lock key. ARGV: owner, ttl ms. 1 if the TTL was set, 0 if not held by owner.
-constexpr std::string_view extend_source =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
-    "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
-    "end\n"
-    "return 0\n";
+constexpr std::string_view extend_source = "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
+                                           "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
+                                           "end\n"
+                                           "return 0\n";
 
 // KEYS: fence key. ARGV: proposed token. Stores max(counter, token), returns the previous counter.
 constexpr std::string_view fence_bump_source =
-    REDLOCKD_LUA_LESS
-    "local c = redis.call('get', KEYS[1]) or '0'\n"
-    "if less(c, ARGV[1]) then redis.call('set', KEYS[1], ARGV[1]) end\n"
-    "return c\n";
+    REDLOCKD_LUA_LESS "local c = redis.call('get', KEYS[1]) or '0'\n"
+                      "if less(c, ARGV[1]) then redis.call('set', KEYS[1], ARGV[1]) end\n"
+                      "return c\n";
 
 #undef REDLOCKD_LUA_LESS
 
@@ -104,7 +101,9 @@ constexpr std::string_view sources[script_count] = {acquire_source, release_sour
 
 } // namespace
 
-std::string_view script_source(script s) { return sources[static_cast<std::size_t>(s)]; }
+std::string_view script_source(script s) {
+  return sources[static_cast<std::size_t>(s)];
+}
 
 std::string_view script_sha(script s) {
   static const std::string shas[script_count] = {sha1_hex(sources[0]), sha1_hex(sources[1]),

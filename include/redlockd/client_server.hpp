@@ -34,7 +34,7 @@ struct session_context {
 };
 
 class client_server {
-public:
+ public:
   client_server(net::io_context& io, session_context& context);
 
   // Binds and listens; throws on failure (address in use, ...).
@@ -50,7 +50,7 @@ public:
   std::size_t clients() const { return sessions_.size(); }
   tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
 
-private:
+ private:
   friend class client_session;
   awaitable<void> accept_loop();
 
@@ -64,7 +64,7 @@ private:
 // One client connection. Requests are read in chunks and handled as they come; replies are
 // written in request order, everything ready in one loop turn in one write.
 class client_session : public reply_sink, public std::enable_shared_from_this<client_session> {
-public:
+ public:
   client_session(tcp::socket socket, client_server& server, std::uint64_t id);
 
   void start();
@@ -74,7 +74,7 @@ public:
   void deliver(std::uint64_t seq, std::string line) override;
   void push(std::string line) override;
 
-private:
+ private:
   awaitable<void> read_requests();
   void handle_line(std::string_view line);
   std::uint64_t reserve_reply() { return next_seq_++; }

@@ -25,8 +25,11 @@ struct config {
   // Where clients connect.
   endpoint listen{"127.0.0.1", 7400};
   // The independent Redis masters. The embedded default is the local fleet of scripts/fleet.
-  std::vector<endpoint> nodes{{"127.0.0.1", 7001}, {"127.0.0.1", 7002}, {"127.0.0.1", 7003},
-                              {"127.0.0.1", 7004}, {"127.0.0.1", 7005}};
+  std::vector<endpoint> nodes{{"127.0.0.1", 7001},
+                              {"127.0.0.1", 7002},
+                              {"127.0.0.1", 7003},
+                              {"127.0.0.1", 7004},
+                              {"127.0.0.1", 7005}};
   // Prepended to every resource to form its Redis key.
   std::string key_prefix;
   // The never-expiring fencing counter key on every node.
@@ -51,7 +54,7 @@ struct config {
 
 // A config problem; what() names the key, e.g. "node_timeout_ms: must be between 1 and 10000".
 class config_error : public std::runtime_error {
-public:
+ public:
   using std::runtime_error::runtime_error;
 };
 

@@ -12,16 +12,17 @@ class logger;
 namespace redlockd {
 
 class daemon {
-public:
+ public:
   daemon(config cfg, std::shared_ptr<spdlog::logger> log);
   ~daemon();
   daemon(const daemon&) = delete;
   daemon& operator=(const daemon&) = delete;
 
-  // Binds the listener (throws if it cannot), serves until SIGINT or SIGTERM, returns the exit code.
+  // Binds the listener (throws if it cannot), serves until SIGINT or SIGTERM, returns the exit
+  // code.
   int run();
 
-private:
+ private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };

@@ -13,7 +13,7 @@ namespace redlockd {
 
 // The daemon's high-water mark: every proposal is unique and above everything observed.
 class fence_register {
-public:
+ public:
   // A new proposal, strictly above every earlier proposal and observation.
   std::uint64_t propose() { return ++high_water_; }
   // A counter value seen on a node (at connect, or returned by a script).
@@ -23,13 +23,13 @@ public:
   }
   std::uint64_t high_water() const { return high_water_; }
 
-private:
+ private:
   std::uint64_t high_water_ = 0;
 };
 
 // One round of a proposal: collects the previous counters the voting nodes returned.
 class fence_round {
-public:
+ public:
   fence_round() = default;
   explicit fence_round(std::uint64_t proposed) : proposed_(proposed) {}
 
@@ -51,7 +51,7 @@ public:
   bool conflict() const { return conflict_; }
   std::uint64_t max_previous() const { return max_previous_; }
 
-private:
+ private:
   std::uint64_t proposed_ = 0;
   std::uint64_t max_previous_ = 0;
   bool conflict_ = false;

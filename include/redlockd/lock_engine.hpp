@@ -3,6 +3,13 @@
 // node replies and timer expiries, and it answers through node_io and reply_sink. One thread.
 #pragma once
 
+#include "redlockd/config.hpp"
+#include "redlockd/fencing.hpp"
+#include "redlockd/owner.hpp"
+#include "redlockd/pipeline.hpp"
+#include "redlockd/protocol.hpp"
+#include "redlockd/redlock.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -17,13 +24,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "redlockd/config.hpp"
-#include "redlockd/fencing.hpp"
-#include "redlockd/owner.hpp"
-#include "redlockd/pipeline.hpp"
-#include "redlockd/protocol.hpp"
-#include "redlockd/redlock.hpp"
-
 struct redisReply;
 
 namespace spdlog {
@@ -36,7 +36,7 @@ using clock_type = std::chrono::steady_clock;
 
 // What the engine needs from the I/O layer.
 class node_io {
-public:
+ public:
   virtual ~node_io() = default;
   // Whether a node takes requests now (connected, scripts loaded).
   virtual bool usable(std::size_t node) const = 0;
@@ -50,7 +50,7 @@ public:
 
 // Where a client's replies go (a session). `seq` orders replies per client.
 class reply_sink {
-public:
+ public:
   virtual ~reply_sink() = default;
   virtual void deliver(std::uint64_t seq, std::string line) = 0;
   // A line outside the reply order (LOST), written as soon as possible.
@@ -65,13 +65,13 @@ struct engine_counters {
   std::uint64_t extended = 0;
   std::uint64_t notheld = 0;
   std::uint64_t lost = 0;
-  std::uint64_t renewed = 0;          // KEEP renewals that reached a quorum
-  std::uint64_t fence_conflicts = 0;  // acquisitions that needed a second fencing round
-  std::uint64_t delayed = 0;          // LOCKs refused by lock-delay
+  std::uint64_t renewed = 0;         // KEEP renewals that reached a quorum
+  std::uint64_t fence_conflicts = 0; // acquisitions that needed a second fencing round
+  std::uint64_t delayed = 0;         // LOCKs refused by lock-delay
 };
 
 class lock_engine {
-public:
+ public:
   using now_function = std::function<clock_type::time_point()>;
 
   lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog::logger> log,
@@ -105,7 +105,7 @@ public:
   std::size_t waiters() const { return waiter_count_; }
   std::size_t keep_locks() const { return keeps_.size() - free_keeps_.size(); }
 
-private:
+ private:
   enum class op_kind : std::uint8_t { lock, unlock, extend, renew };
   enum class op_phase : std::uint8_t { idle, waiting, voting, fencing };
 
@@ -128,7 +128,7 @@ private:
     bool queued = false;
     bool keep = false;
     clock_type::time_point wait_until{};
-    std::string last_failure;   // the reply to give if the wait runs out
+    std::string last_failure;          // the reply to give if the wait runs out
     std::uint32_t keep_index = 0;      // renew: which KEEP lock
     std::uint32_t keep_generation = 0; // renew: that lock's generation when the renewal began
   };

@@ -10,15 +10,17 @@ namespace redlockd {
 
 using owner_id = std::array<char, 40>;
 
-inline std::string_view view(const owner_id& owner) { return {owner.data(), owner.size()}; }
+inline std::string_view view(const owner_id& owner) {
+  return {owner.data(), owner.size()};
+}
 
 // Hands out owner values from a buffer refilled with getrandom(2), so that one acquisition
 // costs no system call.
 class owner_generator {
-public:
+ public:
   owner_id next();
 
-private:
+ private:
   std::array<std::uint8_t, 4000> pool_{};
   std::size_t used_ = pool_.size();
 };

@@ -32,7 +32,7 @@ struct request_tag {
 };
 
 class pipeline {
-public:
+ public:
   void push(const request_tag& tag) { in_flight_.push_back(tag); }
   bool empty() const { return in_flight_.empty(); }
   std::size_t size() const { return in_flight_.size(); }
@@ -52,7 +52,7 @@ public:
     }
   }
 
-private:
+ private:
   std::deque<request_tag> in_flight_;
 };
 

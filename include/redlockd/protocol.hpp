@@ -87,7 +87,7 @@ std::optional<std::uint64_t> parse_decimal(std::string_view text);
 
 // Splits a byte stream into lines. Strips LF and one CR before it.
 class line_splitter {
-public:
+ public:
   explicit line_splitter(std::size_t max_line_bytes) : max_line_bytes_(max_line_bytes) {}
 
   enum class status : std::uint8_t { line, need_more, too_long };
@@ -102,10 +102,11 @@ public:
 
   std::size_t buffered() const { return buffer_.size() - consumed_; }
 
-private:
+ private:
   std::size_t max_line_bytes_;
   std::string buffer_;
   std::size_t consumed_ = 0;
+  std::size_t scanned_ = 0; // bytes after consumed_ known to hold no LF: never rescanned
 };
 
 // Reply lines. Each returns the full line including the trailing LF.

@@ -22,7 +22,7 @@ class logger;
 namespace redlockd {
 
 class redis_link {
-public:
+ public:
   enum class state : std::uint8_t { connecting, handshaking, ok, down };
 
   redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
@@ -45,7 +45,7 @@ public:
   // Loads the scripts again (the node answered NOSCRIPT).
   void reload_scripts();
 
-private:
+ private:
   awaitable<void> run();
   awaitable<void> read_replies();
   awaitable<void> check_health();

@@ -1,17 +1,19 @@
 // The Redlock arithmetic: quorum, drift, validity and the vote tally of one round. No I/O.
 #pragma once
 
+#include "redlockd/config.hpp"
+
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 
-#include "redlockd/config.hpp"
-
 namespace redlockd {
 
 // Majority of n nodes.
-constexpr std::size_t quorum(std::size_t n) { return n / 2 + 1; }
+constexpr std::size_t quorum(std::size_t n) {
+  return n / 2 + 1;
+}
 
 // Drift allowance for a TTL: ttl * factor + 2 ms, in microseconds.
 std::int64_t drift_us(std::uint64_t ttl_ms, double clock_drift_factor);
@@ -35,7 +37,7 @@ enum class vote : std::uint8_t {
 // Counts the votes of one round over n nodes and says when the outcome is known:
 // as soon as a quorum said yes, or as soon as a quorum can no longer be reached.
 class vote_tally {
-public:
+ public:
   enum class outcome : std::uint8_t { pending, reached, impossible };
 
   vote_tally() = default;
@@ -61,7 +63,7 @@ public:
   // failure is for lack of reachable nodes.
   bool refused_by_majority() const { return no_ > nodes_ - needed(); }
 
-private:
+ private:
   std::array<vote, max_nodes> votes_{};
   std::size_t nodes_ = 0;
   std::size_t yes_ = 0;

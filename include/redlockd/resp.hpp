@@ -22,7 +22,7 @@ using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
 
 // Incremental reply parser: feed bytes as they come, take complete replies.
 class reply_reader {
-public:
+ public:
   reply_reader();
   ~reply_reader();
   reply_reader(const reply_reader&) = delete;
@@ -37,7 +37,7 @@ public:
   // Drops everything buffered (after a reconnect).
   void reset();
 
-private:
+ private:
   redisReader* reader_ = nullptr;
 };
 

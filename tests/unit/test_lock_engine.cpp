@@ -65,12 +65,14 @@ std::string granted(std::uint64_t previous) {
   const std::string text = std::to_string(previous);
   return "*2\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n";
 }
-std::string refused(std::int64_t pttl) { return "*2\r\n:0\r\n:" + std::to_string(pttl) + "\r\n"; }
+std::string refused(std::int64_t pttl) {
+  return "*2\r\n:0\r\n:" + std::to_string(pttl) + "\r\n";
+}
 
 config five_nodes() {
   config cfg;
-  cfg.nodes = {{"127.0.0.1", 1}, {"127.0.0.1", 2}, {"127.0.0.1", 3}, {"127.0.0.1", 4},
-               {"127.0.0.1", 5}};
+  cfg.nodes = {
+      {"127.0.0.1", 1}, {"127.0.0.1", 2}, {"127.0.0.1", 3}, {"127.0.0.1", 4}, {"127.0.0.1", 5}};
   return cfg;
 }
 
@@ -386,7 +388,9 @@ lock_request waiting_lock(std::string_view resource, std::uint64_t ttl, std::uin
   req.wait_ms = wait;
   return req;
 }
-std::string owner_in(const std::string& reply) { return words(reply)[1]; }
+std::string owner_in(const std::string& reply) {
+  return words(reply)[1];
+}
 } // namespace
 
 TEST_CASE("WAIT queues waiters first come, first served, and UNLOCK hands over at once",
@@ -497,8 +501,7 @@ TEST_CASE("an acquisition in flight for a client that left is released", "[engin
   CHECK(f.engine.counters().acquired == 0);
 }
 
-TEST_CASE("KEEP renews about every TTL/3 and releases when the client leaves",
-          "[engine][keep]") {
+TEST_CASE("KEEP renews about every TTL/3 and releases when the client leaves", "[engine][keep]") {
   fixture f;
   lock_request req = lock_of("k", 3000);
   req.keep = true;

@@ -25,10 +25,10 @@ TEST_CASE("validity is ttl minus elapsed minus drift, rounded down", "[redlock]"
   CHECK(validity_ms(10000, microseconds(0), 0.01) == 9898);
   CHECK(validity_ms(10000, microseconds(1'500), 0.01) == 9896); // 9896.5 -> 9896
   CHECK(validity_ms(30000, microseconds(2'000), 0.01) == 29696);
-  CHECK(validity_ms(10, microseconds(7'900), 0.01) == 0);       // 0 µs left
-  CHECK(validity_ms(10, microseconds(7'000), 0.01) == 0);       // 900 µs left: not a whole ms
+  CHECK(validity_ms(10, microseconds(7'900), 0.01) == 0); // 0 µs left
+  CHECK(validity_ms(10, microseconds(7'000), 0.01) == 0); // 900 µs left: not a whole ms
   CHECK(validity_ms(10, microseconds(6'900), 0.01) == 1);
-  CHECK(validity_ms(10, microseconds(8'000), 0.01) == -1);      // overdrawn by 100 µs
+  CHECK(validity_ms(10, microseconds(8'000), 0.01) == -1); // overdrawn by 100 µs
   CHECK(validity_ms(10, microseconds(50'000), 0.01) == -43);
 }
 

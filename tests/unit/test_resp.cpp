@@ -1,8 +1,7 @@
 #include "redlockd/resp.hpp"
 
-#include <hiredis/hiredis.h>
-
 #include <catch2/catch.hpp>
+#include <hiredis/hiredis.h>
 
 using namespace redlockd;
 
@@ -16,7 +15,8 @@ TEST_CASE("commands are formatted as RESP arrays of bulk strings", "[resp]") {
 }
 
 TEST_CASE("the reader returns complete replies only, across any split", "[resp]") {
-  const std::string bytes = "*2\r\n:1\r\n$3\r\n123\r\n+OK\r\n$-1\r\n-NOSCRIPT No matching script\r\n";
+  const std::string bytes =
+      "*2\r\n:1\r\n$3\r\n123\r\n+OK\r\n$-1\r\n-NOSCRIPT No matching script\r\n";
   for (std::size_t split = 0; split <= bytes.size(); ++split) {
     reply_reader reader;
     reply_ptr reply;
