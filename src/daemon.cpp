@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <systemd/sd-daemon.h>
 
 namespace redlockd {
 namespace {
@@ -58,11 +59,56 @@ struct daemon::impl final : node_io {
     });
   }
 
+  std::size_t nodes_ok() const {
+    return static_cast<std::size_t>(
+        std::count_if(links.begin(), links.end(), [](const auto& link) { return link->usable(); }));
+  }
+
+  // Talks to systemd (a no-op without NOTIFY_SOCKET): READY=1 once a quorum of masters is
+  // connected or the start-up timeout passed, STATUS= when node health changes, WATCHDOG=1 at
+  // half the watchdog interval.
+  awaitable<void> supervise() {
+    std::uint64_t watchdog_us = 0;
+    const bool watchdog = sd_watchdog_enabled(0, &watchdog_us) > 0 && watchdog_us > 0;
+    const auto tick = watchdog ? std::min(std::chrono::microseconds(watchdog_us / 2),
+                                          std::chrono::microseconds(500'000))
+                               : std::chrono::microseconds(500'000);
+    const auto ready_by = started + std::chrono::milliseconds(cfg.startup_timeout_ms);
+    bool ready = false;
+    std::string last_status;
+    net::steady_timer timer(io);
+    while (!context.shutting_down) {
+      const std::size_t ok = nodes_ok();
+      const std::size_t needed = quorum(cfg.nodes.size());
+      if (!ready && (ok >= needed || clock_type::now() >= ready_by)) {
+        ready = true;
+        if (ok < needed)
+          log->warn("only {} of {} masters reachable after {} ms; serving anyway", ok,
+                    cfg.nodes.size(), cfg.startup_timeout_ms);
+        sd_notify(0, "READY=1");
+      }
+      std::string status = std::to_string(ok) + "/" + std::to_string(cfg.nodes.size()) +
+                           " masters ok (quorum " + std::to_string(needed) + ")" +
+                           (ok < needed ? ", NO QUORUM" : "") + "; " +
+                           std::to_string(server.clients()) + " clients";
+      if (status != last_status) {
+        sd_notify(0, ("STATUS=" + status).c_str());
+        last_status = std::move(status);
+      }
+      if (watchdog)
+        sd_notify(0, "WATCHDOG=1");
+      timer.expires_after(tick);
+      error_code_t ec;
+      co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+
   // Stops accepting, refuses new LOCKs, ends waits and KEEP locks, lets requests in flight and
   // releases finish (up to shutdown_timeout_ms), writes every pending reply, then stops.
   void begin_shutdown(int signal) {
     log->info("signal {} received; stopping (up to {} ms)", signal, cfg.shutdown_timeout_ms);
     context.shutting_down = true;
+    sd_notify(0, "STOPPING=1\nSTATUS=stopping");
     server.stop_accepting();
     engine.shutdown();
     const auto deadline = clock_type::now() + std::chrono::milliseconds(cfg.shutdown_timeout_ms);
@@ -164,6 +210,7 @@ int daemon::run() {
   for (auto& link : d.links)
     link->start();
   d.server.start();
+  net::co_spawn(d.io, d.supervise(), net::detached);
   d.signals.async_wait([&d](const error_code_t& ec, int signal) {
     if (!ec)
       d.begin_shutdown(signal);

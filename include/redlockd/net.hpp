@@ -3,6 +3,10 @@
 
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility> (fixed upstream in
 // Asio 1.22.1). Clang builds also need BOOST_ASIO_HAS_CO_AWAIT, set by CMake.
+// clang-format off
+#include <utility>
+// clang-format on
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -13,8 +17,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-
-#include <utility>
 
 namespace redlockd {
 namespace net = boost::asio;
