@@ -1,0 +1,82 @@
+// The real redlockd binary, started on a free loopback port with a generated config file.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+
+namespace redlockd::test {
+
+struct daemon_options {
+  // "host:port" of the masters, written to the config's "nodes".
+  std::vector<std::string> nodes;
+  // Extra top-level config fields (e.g. {"key_prefix": "app:"}); they override listen/nodes too.
+  nlohmann::json extra = nlohmann::json::object();
+  // Extra command-line arguments after "--config FILE".
+  std::vector<std::string> extra_args;
+  // Addresses INFO must report as "ok" before the daemon counts as ready; empty = `nodes`.
+  std::vector<std::string> ready_nodes;
+  // How many of `ready_nodes` must be "ok"; the default means all of them.
+  std::size_t min_ok_nodes = std::numeric_limits<std::size_t>::max();
+  std::chrono::milliseconds ready_timeout = std::chrono::seconds(10);
+};
+
+class daemon_process {
+ public:
+  explicit daemon_process(daemon_options options);
+  explicit daemon_process(const std::vector<std::string>& nodes,
+                          nlohmann::json extra = nlohmann::json::object());
+  // Prints the log to stderr if the current test case has failed; then kills the daemon.
+  ~daemon_process();
+  daemon_process(const daemon_process&) = delete;
+  daemon_process& operator=(const daemon_process&) = delete;
+
+  // Starts (or starts again, same port and config) and waits until ready.
+  void start();
+  // The same, waiting until at least `min_ok_nodes` of the ready nodes are "ok".
+  void start(std::size_t min_ok_nodes);
+  // Waits until the daemon accepts TCP and INFO reports at least `min_ok` of `ready_nodes` "ok".
+  // Throws std::runtime_error (with the log tail) on timeout or when the daemon exits.
+  void wait_ready(std::size_t min_ok, std::chrono::milliseconds timeout);
+  // SIGTERM, then SIGKILL after 5 s; returns the exit status.
+  int stop();
+  // SIGKILL; returns the exit status.
+  int kill();
+  // kill() then start().
+  void restart();
+  bool running() { return process_.running(); }
+
+  std::uint16_t port() const { return port_; }
+  const std::filesystem::path& config_path() const { return config_path_; }
+  const std::filesystem::path& log_path() const { return log_path_; }
+  std::string log() const { return read_file(log_path_); }
+  // INFO over a fresh connection, parsed (without the "OK "). Throws on a bad reply.
+  nlohmann::json info() const;
+
+ private:
+  daemon_options options_;
+  temp_dir dir_;
+  std::uint16_t port_ = 0;
+  std::filesystem::path config_path_;
+  std::filesystem::path log_path_;
+  child_process process_;
+};
+
+// Counts the nodes of an INFO document in `state` whose address is in `addresses`.
+std::size_t count_nodes_in_state(const nlohmann::json& info,
+                                 const std::vector<std::string>& addresses,
+                                 const std::string& state);
+// The state INFO reports for `address`, "" when absent.
+std::string node_state(const nlohmann::json& info, const std::string& address);
+
+// True once any assertion of the running Catch test case has failed.
+bool current_test_failed();
+
+} // namespace redlockd::test

@@ -1,0 +1,306 @@
+#include "process.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sstream>
+#include <stdexcept>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <system_error>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+
+namespace redlockd::test {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+[[noreturn]] void throw_errno(const std::string& what) {
+  throw std::system_error(errno, std::generic_category(), what);
+}
+
+int decode_status(int raw) {
+  if (WIFEXITED(raw)) {
+    return WEXITSTATUS(raw);
+  }
+  if (WIFSIGNALED(raw)) {
+    return 128 + WTERMSIG(raw);
+  }
+  return -1;
+}
+
+} // namespace
+
+temp_dir::temp_dir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+  std::vector<char> buffer(templ.begin(), templ.end());
+  buffer.push_back('\0');
+  if (::mkdtemp(buffer.data()) == nullptr) {
+    throw_errno("mkdtemp " + templ);
+  }
+  path_ = buffer.data();
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ignored;
+  fs::remove_all(path_, ignored);
+}
+
+std::uint16_t free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw_errno("socket");
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    throw_errno("bind 127.0.0.1:0");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return {};
+  }
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void write_file(const fs::path& file, const std::string& content) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << content;
+  if (!out.flush()) {
+    throw std::runtime_error("cannot write " + file.string());
+  }
+}
+
+std::string file_tail(const fs::path& file, std::size_t max_bytes) {
+  std::string content = read_file(file);
+  if (content.size() > max_bytes) {
+    content = "[...]\n" + content.substr(content.size() - max_bytes);
+  }
+  return content;
+}
+
+child_process::child_process(const std::string& binary, const std::vector<std::string>& args,
+                             const fs::path& stdout_log, const fs::path& stderr_log) {
+  // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
+  std::vector<std::string> argv_storage;
+  argv_storage.push_back(binary);
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_storage) {
+    argv.push_back(arg.data());
+  }
+  argv.push_back(nullptr);
+
+  const int out_fd = ::open(stdout_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out_fd < 0) {
+    throw_errno("open " + stdout_log.string());
+  }
+  int err_fd = out_fd;
+  if (!stderr_log.empty()) {
+    err_fd = ::open(stderr_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (err_fd < 0) {
+      const int saved = errno;
+      ::close(out_fd);
+      errno = saved;
+      throw_errno("open " + stderr_log.string());
+    }
+  }
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+
+  // Block every signal across fork so the child cannot run the test runner's handlers (Catch's
+  // fatal-signal reporter) before it has reset them.
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  const pid_t pid = ::fork();
+  if (pid != 0) {
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  }
+  if (pid < 0) {
+    const int saved = errno;
+    ::close(out_fd);
+    if (err_fd != out_fd) {
+      ::close(err_fd);
+    }
+    ::close(null_fd);
+    errno = saved;
+    throw_errno("fork");
+  }
+  if (pid == 0) {
+    for (int sig = 1; sig < NSIG; ++sig) {
+      ::signal(sig, SIG_DFL);
+    }
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) {
+      ::_exit(126);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, STDIN_FILENO);
+    }
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(err_fd, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    static const char msg[] = "execv failed\n";
+    [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid); // also done by the child; whichever runs first wins, both are fine
+  ::close(out_fd);
+  if (err_fd != out_fd) {
+    ::close(err_fd);
+  }
+  if (null_fd >= 0) {
+    ::close(null_fd);
+  }
+  pid_ = pid;
+  reaped_ = false;
+}
+
+child_process::~child_process() {
+  if (!reaped_) {
+    kill();
+  }
+}
+
+child_process::child_process(child_process&& other) noexcept
+    : pid_(other.pid_), reaped_(other.reaped_), status_(other.status_) {
+  other.reset_after_move();
+}
+
+child_process& child_process::operator=(child_process&& other) noexcept {
+  if (this != &other) {
+    if (!reaped_) {
+      kill();
+    }
+    pid_ = other.pid_;
+    reaped_ = other.reaped_;
+    status_ = other.status_;
+    other.reset_after_move();
+  }
+  return *this;
+}
+
+void child_process::reset_after_move() {
+  pid_ = -1;
+  reaped_ = true;
+  status_.reset();
+}
+
+bool child_process::try_reap(bool block) {
+  if (reaped_) {
+    return true;
+  }
+  int raw = 0;
+  pid_t r = 0;
+  do {
+    r = ::waitpid(pid_, &raw, block ? 0 : WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == pid_) {
+    reaped_ = true;
+    status_ = decode_status(raw);
+    // Anything the child left in its group (it should not fork, but be safe).
+    ::kill(-pid_, SIGKILL);
+    return true;
+  }
+  if (r < 0) { // ECHILD: someone else reaped it
+    reaped_ = true;
+    status_ = -1;
+    return true;
+  }
+  return false;
+}
+
+bool child_process::running() {
+  return !try_reap(false);
+}
+
+void child_process::signal(int sig) {
+  if (!reaped_) {
+    ::kill(-pid_, sig);
+    ::kill(pid_, sig); // in case the child had not yet called setpgid
+  }
+}
+
+std::optional<int> child_process::wait_for(std::chrono::milliseconds timeout) {
+  const auto deadline = clock_type::now() + timeout;
+  auto pause = std::chrono::microseconds(200);
+  while (!try_reap(false)) {
+    if (clock_type::now() >= deadline) {
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(10));
+  }
+  return status_;
+}
+
+int child_process::kill() {
+  if (!reaped_) {
+    signal(SIGKILL);
+    try_reap(true);
+  }
+  return status_.value_or(-1);
+}
+
+int child_process::terminate(std::chrono::milliseconds grace) {
+  if (reaped_) {
+    return status_.value_or(-1);
+  }
+  signal(SIGTERM);
+  if (auto status = wait_for(grace)) {
+    return *status;
+  }
+  return kill();
+}
+
+run_result run_command(const std::string& binary, const std::vector<std::string>& args,
+                       std::chrono::milliseconds timeout) {
+  temp_dir dir("redlockd-run");
+  const fs::path out = dir.path() / "stdout";
+  const fs::path err = dir.path() / "stderr";
+  child_process child(binary, args, out, err);
+  run_result result;
+  if (auto status = child.wait_for(timeout)) {
+    result.status = *status;
+  } else {
+    result.status = child.kill();
+  }
+  result.out = read_file(out);
+  result.err = read_file(err);
+  return result;
+}
+
+} // namespace redlockd::test

@@ -1,0 +1,82 @@
+// N independent redis-server masters on free loopback ports, for the integration tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+
+namespace redlockd::test {
+
+// A decoded hiredis reply.
+struct redis_reply {
+  enum class kind : std::uint8_t { string, status, error, integer, nil, array };
+  kind type = kind::nil;
+  std::string str;                   // string, status, error
+  long long integer = 0;             // integer
+  std::vector<redis_reply> elements; // array
+
+  bool is_nil() const { return type == kind::nil; }
+  bool is_error() const { return type == kind::error; }
+};
+
+class redis_fleet {
+ public:
+  explicit redis_fleet(std::size_t count = 5);
+  ~redis_fleet();
+  redis_fleet(const redis_fleet&) = delete;
+  redis_fleet& operator=(const redis_fleet&) = delete;
+
+  std::size_t size() const { return nodes_.size(); }
+  std::uint16_t port(std::size_t i) const;
+  // "127.0.0.1:P"
+  std::string address(std::size_t i) const;
+  std::vector<std::string> addresses() const;
+  bool alive(std::size_t i) const;
+
+  // SIGKILL and reap; the data is lost.
+  void kill(std::size_t i);
+  // Starts node i again on the same port, empty; waits until it answers PING.
+  void restart(std::size_t i);
+  // SIGSTOP / SIGCONT: the node keeps its sockets but does not answer.
+  void pause(std::size_t i);
+  void resume(std::size_t i);
+
+  // Runs one command on node i over a fresh connection (short timeouts). Throws
+  // std::runtime_error when the node cannot be reached.
+  redis_reply command(std::size_t i, const std::vector<std::string>& args) const;
+  template <class... Args>
+  redis_reply run(std::size_t i, const Args&... args) const {
+    return command(i, std::vector<std::string>{std::string(args)...});
+  }
+
+  // Sorted KEYS pattern.
+  std::vector<std::string> keys(std::size_t i, const std::string& pattern = "*") const;
+  // PTTL: -2 when the key does not exist, -1 when it has no TTL.
+  long long pttl(std::size_t i, const std::string& key) const;
+  std::optional<std::string> get(std::size_t i, const std::string& key) const;
+  // SET key value NX PX ttl_ms; true when set.
+  bool set_nx_px(std::size_t i, const std::string& key, const std::string& value,
+                 long long ttl_ms) const;
+
+  const temp_dir& dir() const { return dir_; }
+
+ private:
+  struct node {
+    std::uint16_t port = 0;
+    std::string dir;
+    std::string log;
+    child_process process;
+    bool alive = false;
+  };
+  void start(node& n, bool fixed_port);
+  bool answers_ping(std::uint16_t port) const;
+
+  temp_dir dir_;
+  std::vector<std::unique_ptr<node>> nodes_;
+};
+
+} // namespace redlockd::test

@@ -1,0 +1,92 @@
+// Small shared helpers of the integration tests: a fleet with a daemon in front, polling, and
+// views of what the masters hold.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon_process.hpp"
+#include "line_client.hpp"
+#include "process.hpp"
+#include "redis_fleet.hpp"
+
+namespace redlockd::test {
+
+inline constexpr const char* default_fence_key = "redlockd:fence";
+
+// One fleet of `nodes` masters and one daemon in front of all of them.
+struct fleet_and_daemon {
+  explicit fleet_and_daemon(nlohmann::json extra = nlohmann::json::object(), std::size_t nodes = 5)
+      : fleet(nodes), daemon(fleet.addresses(), std::move(extra)) {}
+
+  line_client client() const { return line_client(daemon.port()); }
+
+  redis_fleet fleet;
+  daemon_process daemon;
+};
+
+// Polls `predicate` every 10 ms until it is true or `timeout` passes; returns its last value.
+inline bool eventually(const std::function<bool()>& predicate,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (predicate()) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// Keys of every live master except `fence_key`, as "node<i>:<key>".
+inline std::vector<std::string> lock_keys(const redis_fleet& fleet,
+                                          const std::string& fence_key = default_fence_key) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < fleet.size(); ++i) {
+    if (!fleet.alive(i)) {
+      continue;
+    }
+    for (const auto& key : fleet.keys(i)) {
+      if (key != fence_key) {
+        out.push_back("node" + std::to_string(i) + ":" + key);
+      }
+    }
+  }
+  return out;
+}
+
+// Indexes of the live masters where `key` holds `value`.
+inline std::vector<std::size_t> nodes_holding(const redis_fleet& fleet, const std::string& key,
+                                              const std::string& value) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < fleet.size(); ++i) {
+    if (fleet.alive(i) && fleet.get(i, key) == value) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+// The word at `index` of a reply as an integer (std::nullopt when absent or not decimal).
+inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_t index) {
+  const auto words = split_words(reply);
+  if (index >= words.size()) {
+    return std::nullopt;
+  }
+  return parse_int(words[index]);
+}
+
+inline bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.rfind(prefix, 0) == 0;
+}
+
+} // namespace redlockd::test
