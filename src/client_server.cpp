@@ -162,6 +162,7 @@ void client_session::handle_line(std::string_view line) {
   const std::uint64_t seq = reserve_reply();
   replies_.emplace_back();
   if (auto* error = std::get_if<parse_error>(&parsed)) {
+    ++context_.errors;
     deliver(seq, format_error(error->code, error->message));
     return;
   }

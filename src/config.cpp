@@ -170,6 +170,11 @@ config parse_config(std::string_view json_text) {
       cfg.max_line_bytes = static_cast<std::uint32_t>(get_integer(value, key, 64, 1'048'576));
     } else if (key == "lock_delay_ms") {
       cfg.lock_delay_ms = get_integer(value, key, 0, 3'600'000);
+    } else if (key == "metrics_listen") {
+      const std::string text = get_string(value, key);
+      if (!text.empty())
+        get_endpoint(value, key); // validated here, parsed when the listener starts
+      cfg.metrics_listen = text;
     } else if (key == "startup_timeout_ms") {
       cfg.startup_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 0, 600'000));
     } else if (key == "shutdown_timeout_ms") {

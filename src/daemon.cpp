@@ -2,6 +2,8 @@
 
 #include "redlockd/client_server.hpp"
 #include "redlockd/lock_engine.hpp"
+#include "redlockd/metrics.hpp"
+#include "redlockd/metrics_server.hpp"
 #include "redlockd/net.hpp"
 #include "redlockd/redis_link.hpp"
 
@@ -38,7 +40,10 @@ struct daemon::impl final : node_io {
       : cfg(std::move(c)), log(std::move(l)), io(1), engine_timer(io), signals(io, SIGINT, SIGTERM),
         engine(cfg, *this, log), started(clock_type::now()),
         context{engine, cfg, request_limits{cfg.min_ttl_ms, cfg.max_ttl_ms}, hello(), {}, log},
-        server(io, context) {
+        server(io, context), metrics(io,
+                                     {[this] { return render_metrics(snapshot()); },
+                                      [this] { return nodes_ok() >= quorum(cfg.nodes.size()); }},
+                                     log) {
     context.info_json = [this] { return info(); };
     for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
       links.push_back(std::make_unique<redis_link>(io, i, cfg.nodes[i], cfg, log));
@@ -135,10 +140,33 @@ struct daemon::impl final : node_io {
       log->warn("shutdown timeout: {} requests in flight, {} clients still connected",
                 engine.operations_in_flight(), server.clients());
     server.stop();
+    metrics.stop();
     for (auto& link : links)
       link->stop();
     engine_timer.cancel();
     signals.cancel();
+  }
+
+  metrics_snapshot snapshot() const {
+    const engine_counters& c = engine.counters();
+    metrics_snapshot s;
+    s.results_ok = c.acquired + c.released + c.extended;
+    s.results_busy = c.busy;
+    s.results_noquorum = c.noquorum;
+    s.results_notheld = c.notheld;
+    s.results_error = context.errors;
+    s.lost = c.lost;
+    s.renewed = c.renewed;
+    s.fence_conflicts = c.fence_conflicts;
+    s.keep_locks = engine.keep_locks();
+    s.waiters = engine.waiters();
+    s.clients = server.clients();
+    s.fence_high_water = engine.fence_high_water();
+    s.uptime_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    for (const auto& link : links)
+      s.nodes.push_back({link->address().to_string(), link->usable(), link->rtt_us(), 0});
+    s.acquire_latency = &engine.acquire_latency();
+    return s;
   }
 
   std::string hello() const {
@@ -188,6 +216,7 @@ struct daemon::impl final : node_io {
   clock_type::time_point started;
   session_context context;
   client_server server;
+  metrics_server metrics;
   std::vector<std::unique_ptr<redis_link>> links;
 };
 
@@ -199,6 +228,8 @@ daemon::~daemon() = default;
 int daemon::run() {
   impl& d = *impl_;
   d.server.listen(d.cfg.listen);
+  if (!d.cfg.metrics_listen.empty())
+    d.metrics.start(parse_endpoint(d.cfg.metrics_listen));
   std::string nodes;
   for (const auto& node : d.cfg.nodes)
     nodes += (nodes.empty() ? "" : ",") + node.to_string();

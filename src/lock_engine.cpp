@@ -72,6 +72,7 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.queued = false;
   op.keep = false;
   op.t0 = now_();
+  op.requested_at = op.t0;
   return slot;
 }
 
@@ -81,6 +82,8 @@ void lock_engine::finish(std::uint32_t slot, std::string line) {
   op.generation = next_generation(op.generation);
   std::shared_ptr<reply_sink> sink = std::move(op.sink);
   const std::uint64_t seq = op.seq;
+  if (op.kind == op_kind::lock && sink)
+    acquire_latency_.record(now_() - op.requested_at);
   free_slots_.push_back(slot);
   if (sink && !line.empty())
     sink->deliver(seq, std::move(line));

@@ -31,6 +31,8 @@ struct session_context {
   std::shared_ptr<spdlog::logger> log;
   // Set when the daemon stops: new LOCKs are refused with ERR SHUTTING_DOWN.
   bool shutting_down = false;
+  // ERR replies sent (bad requests, refusals), for /metrics.
+  std::uint64_t errors = 0;
 };
 
 class client_server {

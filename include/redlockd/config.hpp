@@ -46,6 +46,8 @@ struct config {
   // After a lock ends by expiry, by LOST or by its KEEP connection dropping, refuse new grants
   // of that resource for this long, in ms (Chubby's and Consul's lock-delay). Never after UNLOCK.
   std::uint64_t lock_delay_ms = 0;
+  // Where /metrics and /healthz are served over HTTP; empty (the default) turns it off.
+  std::string metrics_listen;
   // systemd: READY=1 is sent once a quorum of masters is connected, or after this long, in ms.
   std::uint32_t startup_timeout_ms = 10000;
   // On SIGTERM/SIGINT, how long to wait for requests in flight and releases before exiting, in ms.

@@ -5,6 +5,7 @@
 
 #include "redlockd/config.hpp"
 #include "redlockd/fencing.hpp"
+#include "redlockd/metrics.hpp"
 #include "redlockd/owner.hpp"
 #include "redlockd/pipeline.hpp"
 #include "redlockd/protocol.hpp"
@@ -104,6 +105,7 @@ class lock_engine {
   std::size_t operations_in_flight() const { return slots_.size() - free_slots_.size(); }
   std::size_t waiters() const { return waiter_count_; }
   std::size_t keep_locks() const { return keeps_.size() - free_keeps_.size(); }
+  const latency_histogram& acquire_latency() const { return acquire_latency_; }
 
  private:
   enum class op_kind : std::uint8_t { lock, unlock, extend, renew };
@@ -117,7 +119,8 @@ class lock_engine {
     std::string key;
     owner_id owner{};
     std::uint64_t ttl_ms = 0;
-    clock_type::time_point t0{};
+    clock_type::time_point t0{};           // start of the current round's attempt
+    clock_type::time_point requested_at{}; // when the client's request arrived
     vote_tally tally;
     fence_round fence;
     unsigned fence_rounds = 0;
@@ -199,6 +202,7 @@ class lock_engine {
   fence_register fences_;
   owner_generator owners_;
   engine_counters counters_;
+  latency_histogram acquire_latency_;
   std::vector<operation> slots_;
   std::vector<std::uint32_t> free_slots_;
   std::uint64_t next_serial_ = 1;

@@ -1,0 +1,76 @@
+#include "redlockd/metrics.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+using namespace redlockd;
+using namespace std::chrono_literals;
+
+TEST_CASE("label values escape backslash, quote and line feed", "[metrics]") {
+  CHECK(escape_label("plain:7001") == "plain:7001");
+  CHECK(escape_label("a\\b") == "a\\\\b");
+  CHECK(escape_label("say \"hi\"") == "say \\\"hi\\\"");
+  CHECK(escape_label("two\nlines") == "two\\nlines");
+}
+
+TEST_CASE("the latency histogram puts each sample in the first bucket that holds it", "[metrics]") {
+  latency_histogram h;
+  h.record(50us);  // <= 0.0001
+  h.record(100us); // == 0.0001: bounds are inclusive
+  h.record(700us); // <= 0.001
+  h.record(10s);   // +Inf
+  CHECK(h.buckets()[0] == 2);
+  CHECK(h.buckets()[3] == 1);
+  CHECK(h.buckets().back() == 1);
+  CHECK(h.count() == 4);
+  CHECK(h.sum_seconds() == Approx(10.00085));
+}
+
+TEST_CASE("the exposition has HELP and TYPE per family and cumulative buckets", "[metrics]") {
+  latency_histogram h;
+  h.record(200us);
+  h.record(3ms);
+  h.record(3ms);
+  metrics_snapshot s;
+  s.results_ok = 7;
+  s.results_error = 1;
+  s.nodes = {{"127.0.0.1:7001", true, 350, 0}, {"we\"ird\\node", false, -1, 1500}};
+  s.acquire_latency = &h;
+  const std::string text = render_metrics(s);
+
+  CHECK(text.find("# TYPE redlockd_results_total counter\n") != std::string::npos);
+  CHECK(text.find("redlockd_results_total{outcome=\"ok\"} 7\n") != std::string::npos);
+  CHECK(text.find("redlockd_results_total{outcome=\"error\"} 1\n") != std::string::npos);
+  CHECK(text.find("redlockd_acquire_duration_seconds_bucket{le=\"0.00025\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_acquire_duration_seconds_bucket{le=\"0.0025\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_acquire_duration_seconds_bucket{le=\"0.005\"} 3\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_acquire_duration_seconds_bucket{le=\"+Inf\"} 3\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_acquire_duration_seconds_count 3\n") != std::string::npos);
+  CHECK(text.find("redlockd_node_up{node=\"we\\\"ird\\\\node\"} 0\n") != std::string::npos);
+  CHECK(text.find("redlockd_node_rtt_seconds{node=\"127.0.0.1:7001\"} 0.00035\n") !=
+        std::string::npos);
+  // A node never measured has no RTT sample rather than a made-up one.
+  CHECK(text.find("redlockd_node_rtt_seconds{node=\"we") == std::string::npos);
+  CHECK(text.find("redlockd_node_quarantine_seconds{node=\"we\\\"ird\\\\node\"} 1.5\n") !=
+        std::string::npos);
+
+  // Every family is declared once, before its samples.
+  std::istringstream lines(text);
+  std::string line;
+  std::string declared;
+  while (std::getline(lines, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      declared = line.substr(7, line.find(' ', 7) - 7);
+      continue;
+    }
+    if (line.rfind("# HELP ", 0) == 0)
+      continue;
+    INFO(line);
+    CHECK(line.rfind(declared, 0) == 0);
+  }
+}
