@@ -143,13 +143,19 @@ TEST_CASE("BUSY needs more than N - quorum refusals; failed attempts are release
       CHECK(env.fleet.get(i, "res") == "another-owner");
     }
   }
-  SECTION("2 held by another owner and 1 down: NOQUORUM 2 3, not BUSY") {
+  SECTION("2 held by another owner and 1 down: NOQUORUM, not BUSY") {
     for (std::size_t i = 0; i < 2; ++i) {
       REQUIRE(env.fleet.set_nx_px(i, "res", "another-owner", 10000));
     }
     env.fleet.kill(4);
     const auto reply = c.request("LOCK res 1000");
-    CHECK(reply == "NOQUORUM 2 3");
+    // The daemon answers as soon as a quorum is out of reach, so it may not have heard the
+    // two grants yet: granted is at most 2.
+    const auto words = split_words(reply);
+    REQUIRE(words.size() == 3);
+    CHECK(words[0] == "NOQUORUM");
+    CHECK(parse_int(words[1]) <= 2);
+    CHECK(words[2] == "3");
     std::this_thread::sleep_for(200ms);
     for (std::size_t i = 2; i < 4; ++i) {
       CAPTURE(i);

@@ -99,7 +99,7 @@ TEST_CASE("every parser error code over TCP; the connection stays usable", "[int
     std::string code;
   };
   const std::vector<bad_request> cases = {
-      // SYNTAX: missing or extra arguments, unknown options, options not implemented yet.
+      // SYNTAX: missing or extra arguments, unknown or repeated options.
       {"LOCK", "SYNTAX"},
       {"LOCK r", "SYNTAX"},
       {"UNLOCK", "SYNTAX"},
@@ -110,9 +110,10 @@ TEST_CASE("every parser error code over TCP; the connection stays usable", "[int
       {"PING a b", "SYNTAX"},
       {"LOCK r 100 FOO", "SYNTAX"},
       {"LOCK r 100 WAIT", "SYNTAX"},
-      {"LOCK r 100 WAIT 500", "SYNTAX"},
-      {"LOCK r 100 KEEP", "SYNTAX"},
-      {"LOCK r 100 KEEP WAIT 500", "SYNTAX"},
+      {"LOCK r 100 WAIT 500 WAIT 500", "SYNTAX"},
+      {"LOCK r 100 KEEP KEEP", "SYNTAX"},
+      {"LOCK r 100 KEEP NOW", "SYNTAX"},
+      {"LOCK r 100 WAIT soon", "BAD_TTL"},
       // UNKNOWN_COMMAND
       {"FROB", "UNKNOWN_COMMAND"},
       {"GET r", "UNKNOWN_COMMAND"},
