@@ -8,6 +8,9 @@ namespace redlockd {
 namespace {
 
 constexpr std::size_t read_chunk = 16 * 1024;
+// Past either bound a client that does not read its replies stops being read.
+constexpr std::size_t max_pending_replies = 4096;
+constexpr std::size_t max_pending_bytes = 1 << 20;
 
 } // namespace
 
@@ -68,6 +71,15 @@ awaitable<void> client_server::accept_loop() {
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
+    if (sessions_.size() >= context_.cfg.max_connections) {
+      // Tell the client why before closing; the line is small enough for a fresh socket buffer.
+      const std::string line =
+          format_error(error_code::too_many, "too many connections (max_connections)");
+      socket.non_blocking(true, ec);
+      socket.write_some(net::buffer(line), ec);
+      socket.close(ec);
+      continue;
+    }
     auto session = std::make_shared<client_session>(std::move(socket), *this, next_session_id_++);
     sessions_.insert(session);
     session->start();
@@ -76,7 +88,8 @@ awaitable<void> client_server::accept_loop() {
 
 client_session::client_session(tcp::socket socket, client_server& server, std::uint64_t id)
     : socket_(std::move(socket)), server_(server), context_(server.context_), id_(id),
-      lines_(server.context_.cfg.max_line_bytes), read_buffer_(read_chunk) {}
+      lines_(server.context_.cfg.max_line_bytes), read_buffer_(read_chunk),
+      resume_(socket_.get_executor()), partial_timer_(socket_.get_executor()) {}
 
 void client_session::start() {
   net::co_spawn(socket_.get_executor(), read_requests(),
@@ -104,6 +117,8 @@ void client_session::close() {
   error_code_t ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  resume_.cancel();
+  partial_timer_.cancel();
   replies_.clear();
   pending_.clear();
   // Waiters leave their queues and KEEP locks are released on every node.
@@ -117,6 +132,12 @@ awaitable<void> client_session::read_requests() {
   auto self = shared_from_this();
   while (!reading_done_ && !closed_) {
     error_code_t ec;
+    while (backlogged() && !closed_) {
+      resume_.expires_at(clock_type::time_point::max());
+      co_await resume_.async_wait(net::redirect_error(net::use_awaitable, ec));
+    }
+    if (closed_)
+      co_return;
     const std::size_t n = co_await socket_.async_read_some(
         net::buffer(read_buffer_), net::redirect_error(net::use_awaitable, ec));
     if (ec) {
@@ -151,6 +172,7 @@ awaitable<void> client_session::read_requests() {
       if (reading_done_ || closed_)
         break;
     }
+    watch_partial_line();
     finish_if_done();
   }
 }
@@ -256,8 +278,45 @@ void client_session::write_pending() {
                        self->close();
                        return;
                      }
+                     if (!self->backlogged())
+                       self->resume_.cancel();
                      self->write_pending();
                    });
+}
+
+bool client_session::backlogged() const {
+  return replies_.size() > max_pending_replies ||
+         pending_.size() + writing_.size() > max_pending_bytes;
+}
+
+void client_session::watch_partial_line() {
+  if (lines_.buffered() == 0) {
+    partial_since_ = {};
+    return;
+  }
+  const auto now = clock_type::now();
+  if (partial_since_ == clock_type::time_point{})
+    partial_since_ = now;
+  if (partial_timer_armed_)
+    return;
+  partial_timer_armed_ = true;
+  partial_timer_.expires_at(partial_since_ +
+                            std::chrono::milliseconds(context_.cfg.partial_line_timeout_ms));
+  partial_timer_.async_wait([self = shared_from_this()](const error_code_t& ec) {
+    self->partial_timer_armed_ = false;
+    if (ec || self->closed_)
+      return;
+    if (self->partial_since_ != clock_type::time_point{}) {
+      const auto deadline = self->partial_since_ +
+                            std::chrono::milliseconds(self->context_.cfg.partial_line_timeout_ms);
+      if (clock_type::now() >= deadline) {
+        self->context_.log->info("client {}: closing, a partial line waited too long", self->id_);
+        self->close();
+        return;
+      }
+      self->watch_partial_line(); // a newer partial line: wait for its own deadline
+    }
+  });
 }
 
 void client_session::finish_if_done() {

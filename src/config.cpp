@@ -170,6 +170,19 @@ config parse_config(std::string_view json_text) {
       cfg.max_line_bytes = static_cast<std::uint32_t>(get_integer(value, key, 64, 1'048'576));
     } else if (key == "lock_delay_ms") {
       cfg.lock_delay_ms = get_integer(value, key, 0, 3'600'000);
+    } else if (key == "max_connections") {
+      cfg.max_connections = static_cast<std::uint32_t>(get_integer(value, key, 1, 1'000'000));
+    } else if (key == "max_keep_locks_per_connection") {
+      cfg.max_keep_locks_per_connection =
+          static_cast<std::uint32_t>(get_integer(value, key, 0, 1'000'000));
+    } else if (key == "max_waiters_per_resource") {
+      cfg.max_waiters_per_resource =
+          static_cast<std::uint32_t>(get_integer(value, key, 0, 1'000'000));
+    } else if (key == "max_waiters") {
+      cfg.max_waiters = static_cast<std::uint32_t>(get_integer(value, key, 0, 10'000'000));
+    } else if (key == "partial_line_timeout_ms") {
+      cfg.partial_line_timeout_ms =
+          static_cast<std::uint32_t>(get_integer(value, key, 100, 3'600'000));
     } else if (key == "metrics_listen") {
       const std::string text = get_string(value, key);
       if (!text.empty())

@@ -71,13 +71,25 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.retry_ms = 0;
   op.queued = false;
   op.keep = false;
+  op.keep_started = false;
   op.t0 = now_();
   op.requested_at = op.t0;
   return slot;
 }
 
+void lock_engine::release_keep_count(const operation& op) {
+  if (!op.keep)
+    return;
+  const auto it = keeps_per_client_.find(op.sink.get());
+  if (it != keeps_per_client_.end() && --it->second == 0)
+    keeps_per_client_.erase(it);
+}
+
 void lock_engine::finish(std::uint32_t slot, std::string line) {
   operation& op = slots_[slot];
+  // A KEEP acquisition that did not become a KEEP lock gives its place back.
+  if (op.kind == op_kind::lock && op.keep && !op.keep_started)
+    release_keep_count(op);
   op.phase = op_phase::idle;
   op.generation = next_generation(op.generation);
   std::shared_ptr<reply_sink> sink = std::move(op.sink);
@@ -183,7 +195,22 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
   op.ttl_ms = req.ttl_ms;
   op.keep = req.keep;
   const auto queue = queues_.find(op.key);
+  if (req.keep) {
+    auto& held = keeps_per_client_[op.sink.get()];
+    if (held >= cfg_.max_keep_locks_per_connection) {
+      finish(slot, format_error(error_code::too_many,
+                                "this connection holds max_keep_locks_per_connection KEEP locks"));
+      return;
+    }
+    ++held; // counted from the request on, so a burst cannot overshoot
+  }
   if (req.wait_ms) {
+    const std::size_t queued_here = queue == queues_.end() ? 0 : queue->second.size();
+    if (waiter_count_ >= cfg_.max_waiters || queued_here >= cfg_.max_waiters_per_resource) {
+      release_keep_count(op);
+      finish(slot, format_error(error_code::too_many, "too many waiters"));
+      return;
+    }
     op.queued = true;
     op.wait_until = op.t0 + std::chrono::milliseconds(*req.wait_ms);
     op.last_failure = format_busy(0);
@@ -251,6 +278,9 @@ void lock_engine::client_gone(const reply_sink* client) {
     if (op.phase == op_phase::waiting)
       finish(slot, {});
   }
+  // Acquisitions in flight lost their sink above; the client's count goes with it, so that a new
+  // session at the same address starts from zero.
+  keeps_per_client_.erase(client);
 }
 
 void lock_engine::shutdown() {
@@ -681,6 +711,7 @@ void lock_engine::start_keep(std::uint32_t slot, std::int64_t validity) {
   k.ttl_ms = op.ttl_ms;
   k.valid_until = now_() + std::chrono::milliseconds(validity);
   k.sink = op.sink;
+  slots_[slot].keep_started = true; // the count now belongs to the KEEP lock
   keep_by_key_[k.key] = index;
   add_deadline(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), index, k.generation,
                timer_kind::renew);
@@ -753,6 +784,9 @@ void lock_engine::drop_keep(std::uint32_t index) {
     keep_by_key_.erase(it);
   k.active = false;
   k.renewing = false;
+  if (const auto it = keeps_per_client_.find(k.sink.get());
+      it != keeps_per_client_.end() && --it->second == 0)
+    keeps_per_client_.erase(it);
   k.sink.reset();
   k.generation = next_generation(k.generation);
   free_keeps_.push_back(index);

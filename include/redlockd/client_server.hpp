@@ -83,6 +83,8 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   void schedule_flush();
   void write_pending();
   void finish_if_done();
+  bool backlogged() const;
+  void watch_partial_line();
 
   tcp::socket socket_;
   client_server& server_;
@@ -103,6 +105,14 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   bool reading_done_ = false; // QUIT, LINE_TOO_LONG or end of input: close once all is written
   bool closed_ = false;
   bool used_engine_state_ = false; // sent WAIT or KEEP: the engine must hear of the close
+
+  // Back-pressure: while too many replies wait for the client to read them, no more requests
+  // are read. The timer is a condition variable: expires never, cancelled to wake the reader.
+  net::steady_timer resume_;
+  // Slowloris: a partial line may not sit in the buffer longer than partial_line_timeout_ms.
+  net::steady_timer partial_timer_;
+  bool partial_timer_armed_ = false;
+  clock_type::time_point partial_since_{};
 };
 
 } // namespace redlockd

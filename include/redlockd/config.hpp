@@ -46,6 +46,14 @@ struct config {
   // After a lock ends by expiry, by LOST or by its KEEP connection dropping, refuse new grants
   // of that resource for this long, in ms (Chubby's and Consul's lock-delay). Never after UNLOCK.
   std::uint64_t lock_delay_ms = 0;
+  // Limits; a request beyond one is answered ERR TOO_MANY (a connection beyond
+  // max_connections gets that line and is closed).
+  std::uint32_t max_connections = 10000;
+  std::uint32_t max_keep_locks_per_connection = 1000;
+  std::uint32_t max_waiters_per_resource = 1000;
+  std::uint32_t max_waiters = 100000;
+  // A connection that holds part of a line this long without finishing it is closed, in ms.
+  std::uint32_t partial_line_timeout_ms = 10000;
   // Where /metrics and /healthz are served over HTTP; empty (the default) turns it off.
   std::string metrics_listen;
   // systemd: READY=1 is sent once a quorum of masters is connected, or after this long, in ms.

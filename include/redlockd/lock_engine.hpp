@@ -79,6 +79,8 @@ class lock_engine {
               now_function now = &clock_type::now);
 
   // Client requests. The reply is delivered to `sink` with `seq`, possibly before returning.
+  // LOCK ... WAIT beyond max_waiters(_per_resource) and KEEP beyond
+  // max_keep_locks_per_connection answer ERR TOO_MANY.
   void lock(const lock_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void unlock(const unlock_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void extend(const extend_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
@@ -130,6 +132,7 @@ class lock_engine {
     // LOCK ... WAIT: queued on `key`; gives up at wait_until.
     bool queued = false;
     bool keep = false;
+    bool keep_started = false; // the KEEP lock exists; it owns the per-client count now
     clock_type::time_point wait_until{};
     std::string last_failure;          // the reply to give if the wait runs out
     std::uint32_t keep_index = 0;      // renew: which KEEP lock
@@ -162,6 +165,7 @@ class lock_engine {
 
   std::uint32_t allocate(op_kind kind, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void finish(std::uint32_t slot, std::string line);
+  void release_keep_count(const operation& op);
   void add_deadline(clock_type::time_point when, std::uint32_t slot, std::uint64_t stamp,
                     timer_kind kind);
   void begin_round(std::uint32_t slot, op_phase phase, request_kind kind);
@@ -216,6 +220,8 @@ class lock_engine {
   std::vector<keep_lock> keeps_;
   std::vector<std::uint32_t> free_keeps_;
   std::unordered_map<std::string, std::uint32_t> keep_by_key_;
+  // KEEP locks and KEEP acquisitions in flight per client, for max_keep_locks_per_connection.
+  std::unordered_map<const reply_sink*, std::uint32_t> keeps_per_client_;
   // lock-delay: plain leases granted here (key -> owner, expiry), and keys refused until a time.
   struct lease {
     owner_id owner;
