@@ -127,6 +127,8 @@ void validate(const config& cfg) {
     fail("max_line_bytes", "must be an integer between 64 and 1048576");
   if (cfg.lock_delay_ms > 3'600'000)
     fail("lock_delay_ms", "must be an integer between 0 and 3600000");
+  if (cfg.log_format != "text" && cfg.log_format != "json")
+    fail("log_format", "must be \"text\" or \"json\"");
   if (std::find(log_levels.begin(), log_levels.end(), cfg.log_level) == log_levels.end())
     fail("log_level", "must be one of trace, debug, info, warn, error, critical, off");
 }
@@ -192,6 +194,10 @@ config parse_config(std::string_view json_text) {
       cfg.startup_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 0, 600'000));
     } else if (key == "shutdown_timeout_ms") {
       cfg.shutdown_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 0, 600'000));
+    } else if (key == "log_format") {
+      cfg.log_format = get_string(value, key);
+    } else if (key == "log_file") {
+      cfg.log_file = get_string(value, key);
     } else if (key == "log_level") {
       cfg.log_level = get_string(value, key);
     } else {

@@ -2,6 +2,7 @@
 
 #include "redlockd/client_server.hpp"
 #include "redlockd/lock_engine.hpp"
+#include "redlockd/logging.hpp"
 #include "redlockd/metrics.hpp"
 #include "redlockd/metrics_server.hpp"
 #include "redlockd/net.hpp"
@@ -36,9 +37,10 @@ std::string_view state_name(redis_link::state s) {
 
 // The engine's view of the fleet: routes its commands to the links and arms its one timer.
 struct daemon::impl final : node_io {
-  impl(config c, std::shared_ptr<spdlog::logger> l)
-      : cfg(std::move(c)), log(std::move(l)), io(1), engine_timer(io), signals(io, SIGINT, SIGTERM),
-        engine(cfg, *this, log), started(clock_type::now()),
+  impl(config c, std::shared_ptr<spdlog::logger> l, std::function<config()> r)
+      : cfg(std::move(c)), log(std::move(l)), reload(std::move(r)), io(1), engine_timer(io),
+        signals(io, SIGINT, SIGTERM), hangups(io, SIGHUP), engine(cfg, *this, log),
+        started(clock_type::now()),
         context{engine, cfg, request_limits{cfg.min_ttl_ms, cfg.max_ttl_ms}, hello(), {}, log},
         server(io, context), metrics(io,
                                      {[this] { return render_metrics(snapshot()); },
@@ -61,6 +63,30 @@ struct daemon::impl final : node_io {
     engine_timer.async_wait([this](const error_code_t& ec) {
       if (!ec)
         engine.on_timer();
+    });
+  }
+
+  // SIGHUP: reopen the log file and apply the log settings of the configuration as it is now.
+  void wait_for_hangup() {
+    hangups.async_wait([this](const error_code_t& ec, int) {
+      if (ec)
+        return;
+      if (reload) {
+        try {
+          const config fresh = reload();
+          reconfigure_logger(*log, fresh);
+          cfg.log_level = fresh.log_level;
+          cfg.log_format = fresh.log_format;
+          cfg.log_file = fresh.log_file;
+          log->info("SIGHUP: log reopened (level {}, format {}); other settings need a restart",
+                    cfg.log_level, cfg.log_format);
+        } catch (const std::exception& e) {
+          log->error("SIGHUP: configuration not reloaded: {}", e.what());
+        }
+      } else {
+        reconfigure_logger(*log, cfg);
+      }
+      wait_for_hangup();
     });
   }
 
@@ -145,6 +171,7 @@ struct daemon::impl final : node_io {
       link->stop();
     engine_timer.cancel();
     signals.cancel();
+    hangups.cancel();
   }
 
   metrics_snapshot snapshot() const {
@@ -209,9 +236,11 @@ struct daemon::impl final : node_io {
 
   config cfg;
   std::shared_ptr<spdlog::logger> log;
+  std::function<config()> reload;
   net::io_context io;
   net::steady_timer engine_timer;
   net::signal_set signals;
+  net::signal_set hangups;
   lock_engine engine;
   clock_type::time_point started;
   session_context context;
@@ -220,8 +249,8 @@ struct daemon::impl final : node_io {
   std::vector<std::unique_ptr<redis_link>> links;
 };
 
-daemon::daemon(config cfg, std::shared_ptr<spdlog::logger> log)
-    : impl_(std::make_unique<impl>(std::move(cfg), std::move(log))) {}
+daemon::daemon(config cfg, std::shared_ptr<spdlog::logger> log, std::function<config()> reload)
+    : impl_(std::make_unique<impl>(std::move(cfg), std::move(log), std::move(reload))) {}
 
 daemon::~daemon() = default;
 
@@ -242,6 +271,7 @@ int daemon::run() {
     link->start();
   d.server.start();
   net::co_spawn(d.io, d.supervise(), net::detached);
+  d.wait_for_hangup();
   d.signals.async_wait([&d](const error_code_t& ec, int signal) {
     if (!ec)
       d.begin_shutdown(signal);

@@ -2,8 +2,8 @@
 // config.
 #include "redlockd/config.hpp"
 #include "redlockd/daemon.hpp"
+#include "redlockd/logging.hpp"
 
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -127,13 +127,17 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  auto log = std::make_shared<spdlog::logger>("redlockd",
-                                              std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  log->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
-  log->set_level(spdlog::level::from_str(cfg.log_level));
-  log->flush_on(spdlog::level::info);
+  std::shared_ptr<spdlog::logger> log;
   try {
-    redlockd::daemon d(std::move(cfg), log);
+    log = redlockd::make_logger(cfg);
+  } catch (const std::exception& e) {
+    std::cerr << "redlockd: cannot open the log: " << e.what() << "\n";
+    return exit_runtime;
+  }
+  try {
+    // SIGHUP reads the configuration again for its log settings.
+    auto reload = [opts] { return load(opts); };
+    redlockd::daemon d(std::move(cfg), log, reload);
     return d.run();
   } catch (const std::exception& e) {
     log->critical("cannot run: {}", e.what());

@@ -60,6 +60,10 @@ struct config {
   std::uint32_t startup_timeout_ms = 10000;
   // On SIGTERM/SIGINT, how long to wait for requests in flight and releases before exiting, in ms.
   std::uint32_t shutdown_timeout_ms = 5000;
+  // "text" (default) or "json" (one JSON object per line).
+  std::string log_format = "text";
+  // Log to this file instead of stderr; SIGHUP reopens it (after logrotate).
+  std::string log_file;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
 };

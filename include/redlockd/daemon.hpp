@@ -3,6 +3,7 @@
 
 #include "redlockd/config.hpp"
 
+#include <functional>
 #include <memory>
 
 namespace spdlog {
@@ -13,7 +14,8 @@ namespace redlockd {
 
 class daemon {
  public:
-  daemon(config cfg, std::shared_ptr<spdlog::logger> log);
+  // `reload` reads the configuration again on SIGHUP (its log settings are applied).
+  daemon(config cfg, std::shared_ptr<spdlog::logger> log, std::function<config()> reload = {});
   ~daemon();
   daemon(const daemon&) = delete;
   daemon& operator=(const daemon&) = delete;

@@ -1,46 +1,15 @@
 // Limits that keep the daemon up and its memory bounded whatever clients do.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "proc.hpp"
 #include "test_env.hpp"
 
 using namespace redlockd::test;
 using namespace std::chrono_literals;
-
-namespace {
-
-// Resident memory of a process in KiB, from /proc.
-long rss_kib(int pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::stol(line.substr(6));
-  return -1;
-}
-
-// The daemon's pid: the process whose command line names its config file.
-int daemon_pid(const daemon_process& daemon) {
-  const std::string config = daemon.config_path().string();
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    std::ifstream cmdline(entry.path() / "cmdline");
-    std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    if (args.find("redlockd") != std::string::npos && args.find(config) != std::string::npos)
-      return std::stoi(name);
-  }
-  return -1;
-}
-
-} // namespace
 
 TEST_CASE("connections beyond max_connections are told ERR TOO_MANY and closed",
           "[integration][limits]") {

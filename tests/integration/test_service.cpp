@@ -3,7 +3,10 @@
 
 #include <arpa/inet.h>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <netinet/in.h>
 #include <regex>
@@ -13,6 +16,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "proc.hpp"
 #include "test_env.hpp"
 
 using namespace redlockd::test;
@@ -218,4 +222,47 @@ TEST_CASE("systemd hears READY=1 once a quorum of masters is connected", "[integ
       },
       5s));
   ::close(fd);
+}
+
+TEST_CASE("JSON logs go to log_file, and SIGHUP reopens it and applies the new level",
+          "[integration][service]") {
+  redis_fleet fleet;
+  temp_dir dir;
+  const std::string log_file = dir.path().string() + "/redlockd.log";
+  daemon_process daemon(fleet.addresses(), {{"log_format", "json"}, {"log_file", log_file}});
+  line_client client(daemon.port());
+  REQUIRE(parse_lock_ok(client.request("LOCK logged 1000")));
+
+  auto records = [&](const std::string& path) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line))
+      out.push_back(nlohmann::json::parse(line)); // throws if a line is not one JSON object
+    return out;
+  };
+  const auto first = records(log_file);
+  REQUIRE(!first.empty());
+  for (const auto& record : first) {
+    CHECK(record.at("time").is_string());
+    CHECK(record.at("level").is_string());
+    CHECK(record.at("message").is_string());
+  }
+  CHECK(first.front().at("message").get<std::string>().find("listening on") != std::string::npos);
+
+  // logrotate moves the file away, edits nothing else, then sends SIGHUP.
+  std::filesystem::rename(log_file, log_file + ".1");
+  nlohmann::json doc = nlohmann::json::parse(read_file(daemon.config_path()));
+  doc["log_level"] = "debug";
+  std::ofstream(daemon.config_path()) << doc.dump();
+  const int pid = daemon_pid(daemon);
+  REQUIRE(pid > 0);
+  REQUIRE(::kill(pid, SIGHUP) == 0);
+  CHECK(eventually([&] {
+    for (const auto& record : records(log_file))
+      if (record.at("message").get<std::string>().find("level debug") != std::string::npos)
+        return true;
+    return false;
+  }));
+  CHECK(client.request("PING") == "PONG"); // still serving
 }
