@@ -185,6 +185,11 @@ config parse_config(std::string_view json_text) {
     } else if (key == "partial_line_timeout_ms") {
       cfg.partial_line_timeout_ms =
           static_cast<std::uint32_t>(get_integer(value, key, 100, 3'600'000));
+    } else if (key == "unsafe_disable_quarantine" || key == "refuse_unsafe_nodes") {
+      if (!value.is_boolean())
+        fail(key, "must be true or false");
+      (key == "refuse_unsafe_nodes" ? cfg.refuse_unsafe_nodes : cfg.unsafe_disable_quarantine) =
+          value.get<bool>();
     } else if (key == "metrics_listen") {
       const std::string text = get_string(value, key);
       if (!text.empty())

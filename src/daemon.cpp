@@ -174,7 +174,7 @@ struct daemon::impl final : node_io {
     hangups.cancel();
   }
 
-  metrics_snapshot snapshot() const {
+  metrics_snapshot snapshot() {
     const engine_counters& c = engine.counters();
     metrics_snapshot s;
     s.results_ok = c.acquired + c.released + c.extended;
@@ -190,8 +190,9 @@ struct daemon::impl final : node_io {
     s.clients = server.clients();
     s.fence_high_water = engine.fence_high_water();
     s.uptime_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-    for (const auto& link : links)
-      s.nodes.push_back({link->address().to_string(), link->usable(), link->rtt_us(), 0});
+    for (std::size_t i = 0; i < links.size(); ++i)
+      s.nodes.push_back({links[i]->address().to_string(), links[i]->usable(), links[i]->rtt_us(),
+                         engine.status_of(i).remaining_ms});
     s.acquire_latency = &engine.acquire_latency();
     return s;
   }
@@ -200,13 +201,24 @@ struct daemon::impl final : node_io {
     return format_hello(REDLOCKD_VERSION, cfg.nodes.size(), quorum(cfg.nodes.size()));
   }
 
-  std::string info() const {
+  std::string info() {
     nlohmann::json nodes = nlohmann::json::array();
-    for (const auto& link : links)
-      nodes.push_back({{"address", link->address().to_string()},
-                       {"state", state_name(link->current_state())},
-                       {"rtt_us", link->rtt_us()},
-                       {"quarantined_ms", 0}});
+    for (std::size_t i = 0; i < links.size(); ++i) {
+      const redis_link& link = *links[i];
+      const auto status = engine.status_of(i);
+      std::string state(state_name(link.current_state()));
+      if (state == "ok" && status.reason == lock_engine::quarantine_reason::restart)
+        state = "quarantined:restart";
+      else if (state == "ok" && status.reason == lock_engine::quarantine_reason::keyloss)
+        state = "quarantined:keyloss";
+      else if (state == "ok" && !link.usable())
+        state = "refused:eviction";
+      nodes.push_back({{"address", link.address().to_string()},
+                       {"state", state},
+                       {"rtt_us", link.rtt_us()},
+                       {"quarantined_ms", status.remaining_ms},
+                       {"evicts_keys", link.unsafe()}});
+    }
     const engine_counters& c = engine.counters();
     const nlohmann::json doc = {
         {"version", REDLOCKD_VERSION},
@@ -224,8 +236,10 @@ struct daemon::impl final : node_io {
           {"lost", c.lost},
           {"renewed", c.renewed},
           {"delayed", c.delayed},
-          {"fence_conflicts", c.fence_conflicts}}},
+          {"fence_conflicts", c.fence_conflicts},
+          {"restarts", c.restarts}}},
         {"fence_high_water", engine.fence_high_water()},
+        {"max_ttl_granted", engine.max_ttl_granted()},
         {"clients", server.clients()},
         {"operations_in_flight", engine.operations_in_flight()},
         {"waiters", engine.waiters()},

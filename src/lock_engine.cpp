@@ -46,7 +46,118 @@ std::uint64_t ms_until(clock_type::time_point from, clock_type::time_point to) {
 lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog::logger> log,
                          now_function now)
     : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)), node_count_(cfg.nodes.size()),
-      random_(std::random_device{}()) {}
+      random_(std::random_device{}()), max_ttl_key_(cfg.fence_key + ":max_ttl") {}
+
+// ---------------------------------------------------------------------------------------------
+// Restart quarantine
+
+void lock_engine::on_max_ttl_read(std::size_t node, std::uint64_t value) {
+  node_health& h = health_[node];
+  if (value > max_ttl_granted_)
+    max_ttl_granted_ = value;
+  if (h.max_ttl_read)
+    return; // a reconnect: already counted
+  h.max_ttl_read = true;
+  if (++max_ttl_reads_ != quorum(node_count_))
+    return;
+  // Now the longest TTL is known from a majority: judge the nodes that connected before.
+  for (std::size_t i = 0; i < node_count_; ++i) {
+    node_health& waiting = health_[i];
+    if (!waiting.uptime)
+      continue;
+    const auto [uptime_ms, seen] = *waiting.uptime;
+    waiting.uptime.reset();
+    if (uptime_ms < max_ttl_granted_)
+      quarantine(i, quarantine_reason::restart,
+                 std::chrono::milliseconds(max_ttl_granted_ - uptime_ms) -
+                     std::chrono::duration_cast<std::chrono::milliseconds>(now_() - seen));
+  }
+}
+
+void lock_engine::on_node_identity(std::size_t node, std::string_view run_id,
+                                   std::uint64_t uptime_ms) {
+  node_health& h = health_[node];
+  const bool restarted = !h.run_id.empty() && h.run_id != run_id;
+  h.run_id.assign(run_id);
+  if (restarted) {
+    ++counters_.restarts;
+    log_->warn("node {} restarted (new run_id)", cfg_.nodes[node].to_string());
+    const std::uint64_t longest =
+        max_ttl_reads_ >= quorum(node_count_) ? max_ttl_granted_ : cfg_.max_ttl_ms;
+    quarantine(node, quarantine_reason::restart, std::chrono::milliseconds(longest));
+    return;
+  }
+  if (max_ttl_reads_ < quorum(node_count_)) {
+    h.uptime = std::pair{uptime_ms, now_()}; // judged once the longest TTL is known
+    return;
+  }
+  if (uptime_ms < max_ttl_granted_)
+    quarantine(node, quarantine_reason::restart,
+               std::chrono::milliseconds(max_ttl_granted_ - uptime_ms));
+}
+
+void lock_engine::quarantine(std::size_t node, quarantine_reason reason,
+                             std::chrono::milliseconds length) {
+  if (cfg_.unsafe_disable_quarantine || length <= std::chrono::milliseconds::zero())
+    return;
+  node_health& h = health_[node];
+  // Plus the drift allowance: the node's keys may live that much longer than their TTL says.
+  const auto drift = std::chrono::microseconds(
+      drift_us(static_cast<std::uint64_t>(length.count()), cfg_.clock_drift_factor));
+  const auto until = now_() + length + drift;
+  if (until > h.quarantined_until) {
+    h.quarantined_until = until;
+    h.reason = reason;
+  }
+  h.reseed = true;
+  log_->warn("node {} quarantined for {} ms: its votes do not count until every lock it may "
+             "have lost has expired",
+             cfg_.nodes[node].to_string(), ms_until(now_(), h.quarantined_until));
+}
+
+bool lock_engine::eligible(std::size_t node) {
+  if (!io_.usable(node))
+    return false;
+  if (max_ttl_reads_ < quorum(node_count_) && !cfg_.unsafe_disable_quarantine)
+    return false; // until then a node that restarted cannot be told apart
+  node_health& h = health_[node];
+  if (now_() < h.quarantined_until)
+    return false;
+  if (h.reseed) {
+    // Before its first vote the node learns the fleet's fencing high-water mark; commands on a
+    // connection run in order, so this lands before the vote that follows.
+    h.reseed = false;
+    h.reason = quarantine_reason::none;
+    scratch_.clear();
+    append_command(scratch_, {"EVALSHA", script_sha(script::fence_bump), "1", cfg_.fence_key,
+                              decimal(fences_.high_water()).view()});
+    io_.send(node, request_tag{request_kind::fence_bump, 0, 0}, scratch_);
+    log_->info("node {} out of quarantine", cfg_.nodes[node].to_string());
+  }
+  return true;
+}
+
+lock_engine::node_status lock_engine::status_of(std::size_t node) {
+  const node_health& h = health_[node];
+  const auto now = now_();
+  if (now >= h.quarantined_until)
+    return {};
+  return {h.reason, static_cast<std::int64_t>(ms_until(now, h.quarantined_until))};
+}
+
+void lock_engine::raise_max_ttl(std::uint64_t ttl_ms) {
+  if (ttl_ms <= max_ttl_granted_)
+    return;
+  max_ttl_granted_ = ttl_ms;
+  // Recorded on the masters before the acquisitions queued after it on the same connections, so
+  // that a daemon started later knows how long a restarted master must wait.
+  scratch_.clear();
+  append_command(scratch_, {"EVALSHA", script_sha(script::fence_bump), "1", max_ttl_key_,
+                            decimal(ttl_ms).view()});
+  for (std::size_t node = 0; node < node_count_; ++node)
+    if (io_.usable(node))
+      io_.send(node, request_tag{request_kind::fence_bump, 0, 0}, scratch_);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Operations and rounds
@@ -124,10 +235,19 @@ void lock_engine::begin_round(std::uint32_t slot, op_phase phase, request_kind k
 
 void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
   for (std::size_t node = 0; node < node_count_; ++node) {
-    if (io_.usable(node))
+    if (eligible(node)) {
       send_command(node, slot, kind, true);
-    else
-      slots_[slot].tally.record(node, vote::failed);
+      continue;
+    }
+    slots_[slot].tally.record(node, vote::failed);
+    if (kind == request_kind::release && io_.usable(node)) {
+      // A quarantined node does not vote, but it must not keep the key either.
+      const operation& op = slots_[slot];
+      scratch_.clear();
+      append_command(scratch_,
+                     {"EVALSHA", script_sha(script::release), "1", op.key, view(op.owner)});
+      io_.send(node, request_tag{request_kind::release, 0, 0}, scratch_);
+    }
   }
 }
 
@@ -252,6 +372,7 @@ void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> 
   op.key.assign(cfg_.key_prefix).append(req.resource);
   std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
   op.ttl_ms = req.ttl_ms;
+  raise_max_ttl(op.ttl_ms);
   begin_round(slot, op_phase::voting, request_kind::extend);
 }
 
@@ -650,6 +771,7 @@ void lock_engine::try_acquire(std::uint32_t slot) {
     add_deadline(*until, slot, op.serial, timer_kind::wait_retry);
     return;
   }
+  raise_max_ttl(op.ttl_ms);
   // Every attempt is a new acquisition: a fresh owner, a fresh start time, a fresh proposal.
   op.owner = owners_.next();
   op.t0 = now_();

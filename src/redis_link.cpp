@@ -28,6 +28,21 @@ std::chrono::milliseconds stall_limit(const config& cfg) {
                   std::chrono::milliseconds(cfg.node_timeout_ms) * 20);
 }
 
+// The value of `name` in an INFO reply ("name:value" lines), or "".
+std::string_view info_field(std::string_view info, std::string_view name) {
+  std::size_t at = 0;
+  while (at < info.size()) {
+    const std::size_t end = std::min(info.find('\n', at), info.size());
+    std::string_view line = info.substr(at, end - at);
+    if (!line.empty() && line.back() == '\r')
+      line.remove_suffix(1);
+    if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == ':')
+      return line.substr(name.size() + 1);
+    at = end + 1;
+  }
+  return {};
+}
+
 } // namespace
 
 redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
@@ -170,7 +185,7 @@ awaitable<void> redis_link::run() {
     ++connection_;
     reader_.reset();
     state_ = state::handshaking;
-    handshake_left_ = script_count + 1;
+    handshake_left_ = script_count + 4;
     reload_in_progress_ = false;
     ping_outstanding_ = false;
     ping_sent_ = clock_type::now(); // the handshake's round trip is the first RTT sample
@@ -178,6 +193,15 @@ awaitable<void> redis_link::run() {
     std::string command;
     append_command(command, {"GET", cfg_.fence_key});
     send(request_tag{request_kind::read_fence, 0, 0}, command);
+    command.clear();
+    append_command(command, {"GET", cfg_.fence_key + ":max_ttl"});
+    send(request_tag{request_kind::read_fence, 1, 0}, command);
+    command.clear();
+    append_command(command, {"INFO", "server"});
+    send(request_tag{request_kind::server_info, 0, 0}, command);
+    command.clear();
+    append_command(command, {"INFO", "memory"});
+    send(request_tag{request_kind::server_info, 1, 0}, command);
 
     co_await read_replies();
 
@@ -248,8 +272,10 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
     std::uint64_t value = 0;
     const std::string_view text = as_string(reply);
     if (!is_error(reply) && parse_counter(text.data(), text.size(), value)) {
-      if (engine_ != nullptr)
+      if (engine_ != nullptr && tag.op == 0)
         engine_->on_fence_read(value);
+      else if (engine_ != nullptr)
+        engine_->on_max_ttl_read(index_, value);
     } else {
       log_->error("node {}: cannot read fence key '{}': {}", address_.to_string(), cfg_.fence_key,
                   text);
@@ -262,7 +288,23 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
                   .count();
     return;
   case request_kind::server_info:
-    return;
+    if (tag.op == 0) {
+      const std::string_view run_id = info_field(as_string(reply), "run_id");
+      std::uint64_t uptime_s = 0;
+      const std::string_view uptime = info_field(as_string(reply), "uptime_in_seconds");
+      parse_counter(uptime.data(), uptime.size(), uptime_s);
+      if (engine_ != nullptr)
+        engine_->on_node_identity(index_, run_id, uptime_s * 1000);
+    } else {
+      const std::string_view policy = info_field(as_string(reply), "maxmemory_policy");
+      unsafe_ = policy != "noeviction";
+      if (unsafe_)
+        log_->error("node {}: maxmemory-policy is '{}': lock keys can be evicted{}",
+                    address_.to_string(), policy,
+                    cfg_.refuse_unsafe_nodes ? "; kept out of quorums (refuse_unsafe_nodes)"
+                                             : "; set it to noeviction");
+    }
+    break;
   default:
     if (engine_ != nullptr)
       engine_->on_reply(index_, tag, reply);

@@ -54,6 +54,10 @@ struct config {
   std::uint32_t max_waiters = 100000;
   // A connection that holds part of a line this long without finishing it is closed, in ms.
   std::uint32_t partial_line_timeout_ms = 10000;
+  // For tests of the test suite only: never quarantine restarted masters (unsafe).
+  bool unsafe_disable_quarantine = false;
+  // Keep masters whose maxmemory-policy can evict lock keys out of every quorum.
+  bool refuse_unsafe_nodes = false;
   // Where /metrics and /healthz are served over HTTP; empty (the default) turns it off.
   std::string metrics_listen;
   // systemd: READY=1 is sent once a quorum of masters is connected, or after this long, in ms.

@@ -11,6 +11,7 @@
 #include "redlockd/protocol.hpp"
 #include "redlockd/redlock.hpp"
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -68,6 +69,7 @@ struct engine_counters {
   std::uint64_t lost = 0;
   std::uint64_t renewed = 0;         // KEEP renewals that reached a quorum
   std::uint64_t fence_conflicts = 0; // acquisitions that needed a second fencing round
+  std::uint64_t restarts = 0;        // master restarts detected (each quarantined)
   std::uint64_t delayed = 0;         // LOCKs refused by lock-delay
 };
 
@@ -97,6 +99,19 @@ class lock_engine {
   void on_failure(std::size_t node, const request_tag& tag);
   // A node's fencing counter, read when it connected.
   void on_fence_read(std::uint64_t value) { fences_.observe(value); }
+  // A node's record of the longest TTL ever granted on the fleet, read when it connected.
+  void on_max_ttl_read(std::size_t node, std::uint64_t value);
+  // A node's identity, read when it connected: a new run_id, or an uptime shorter than the
+  // longest TTL granted, means it restarted and may have lost locks: it is quarantined.
+  void on_node_identity(std::size_t node, std::string_view run_id, std::uint64_t uptime_ms);
+
+  enum class quarantine_reason : std::uint8_t { none, restart, keyloss };
+  struct node_status {
+    quarantine_reason reason = quarantine_reason::none;
+    std::int64_t remaining_ms = 0;
+  };
+  node_status status_of(std::size_t node);
+  std::uint64_t max_ttl_granted() const { return max_ttl_granted_; }
   // The timer armed through node_io::arm_timer expired.
   void on_timer();
   std::optional<clock_type::time_point> next_deadline();
@@ -193,6 +208,10 @@ class lock_engine {
   void renew(std::uint32_t index);
   void lose(std::uint32_t index);
   void drop_keep(std::uint32_t index);
+  // quarantine
+  bool eligible(std::size_t node);
+  void quarantine(std::size_t node, quarantine_reason reason, std::chrono::milliseconds length);
+  void raise_max_ttl(std::uint64_t ttl_ms);
   // lock-delay
   void delay(const std::string& key);
   std::optional<clock_type::time_point> delayed_until(const std::string& key);
@@ -231,6 +250,21 @@ class lock_engine {
   std::unordered_map<std::string, clock_type::time_point> delays_;
   std::size_t delay_sweep_at_ = 1024; // sweep expired entries when the tables grow past this
   std::minstd_rand random_;
+
+  // Restart quarantine. A node votes only once the longest TTL granted is known from a quorum
+  // and the node is not quarantined; its fence counter is re-seeded before its first vote after.
+  struct node_health {
+    std::string run_id;
+    clock_type::time_point quarantined_until{};
+    quarantine_reason reason = quarantine_reason::none;
+    bool reseed = false;
+    bool max_ttl_read = false;
+    std::optional<std::pair<std::uint64_t, clock_type::time_point>> uptime; // judged later
+  };
+  std::array<node_health, max_nodes> health_{};
+  std::uint64_t max_ttl_granted_ = 0;
+  std::size_t max_ttl_reads_ = 0;
+  std::string max_ttl_key_;
 };
 
 } // namespace redlockd

@@ -33,7 +33,10 @@ class redis_link {
   void start();
   void stop();
 
-  bool usable() const { return state_ == state::ok; }
+  // Connected, scripts loaded, and (with refuse_unsafe_nodes) not evicting keys.
+  bool usable() const { return state_ == state::ok && !(unsafe_ && cfg_.refuse_unsafe_nodes); }
+  // Its maxmemory-policy could evict lock keys.
+  bool unsafe() const { return unsafe_; }
   state current_state() const { return state_; }
   const endpoint& address() const { return address_; }
   std::int64_t rtt_us() const { return rtt_us_; }
@@ -85,6 +88,7 @@ class redis_link {
   clock_type::time_point ping_sent_{};
   clock_type::time_point last_progress_{};
   std::int64_t rtt_us_ = -1;
+  bool unsafe_ = false;
 
   unsigned failures_ = 0; // consecutive failed connection attempts
   std::minstd_rand jitter_;

@@ -20,6 +20,10 @@
 namespace redlockd::test {
 
 inline constexpr const char* default_fence_key = "redlockd:fence";
+// The daemon's other metadata key: the longest TTL ever granted (restart quarantine).
+inline std::string max_ttl_key(const std::string& fence_key = default_fence_key) {
+  return fence_key + ":max_ttl";
+}
 
 // One fleet of `nodes` masters and one daemon in front of all of them.
 struct fleet_and_daemon {
@@ -56,7 +60,7 @@ inline std::vector<std::string> lock_keys(const redis_fleet& fleet,
       continue;
     }
     for (const auto& key : fleet.keys(i)) {
-      if (key != fence_key) {
+      if (key != fence_key && key != max_ttl_key(fence_key)) {
         out.push_back("node" + std::to_string(i) + ":" + key);
       }
     }

@@ -77,8 +77,17 @@ config five_nodes() {
 }
 
 struct fixture {
-  explicit fixture(std::uint64_t lock_delay_ms = 0)
-      : cfg(with_delay(lock_delay_ms)), nodes(5), engine(cfg, nodes, log, [this] { return now; }) {}
+  explicit fixture(std::uint64_t lock_delay_ms = 0, bool handshake = true)
+      : cfg(with_delay(lock_delay_ms)), nodes(5), engine(cfg, nodes, log, [this] { return now; }) {
+    if (!handshake)
+      return;
+    // As every link's handshake reports: the longest TTL ever granted (high enough that no
+    // test raises it) and a master that has been up for a day.
+    for (std::size_t node = 0; node < 5; ++node) {
+      engine.on_max_ttl_read(node, 3'600'000);
+      engine.on_node_identity(node, "run" + std::to_string(node), 86'400'000);
+    }
+  }
 
   static config with_delay(std::uint64_t lock_delay_ms) {
     config c = five_nodes();
@@ -603,4 +612,99 @@ TEST_CASE("lock-delay follows a dropped KEEP connection and an expiry, not an UN
   f.nodes.sent.clear();
   f.engine.lock(lock_of("k", 3000), other, 5);
   CHECK(f.count_sent(request_kind::acquire) == 5);
+}
+
+TEST_CASE("no node votes until the longest TTL is known from a majority", "[engine][quarantine]") {
+  fixture f(0, false);
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  CHECK(f.client->lines[1] == "NOQUORUM 0 3\n");
+  f.engine.on_max_ttl_read(0, 0);
+  f.engine.on_max_ttl_read(1, 0);
+  f.engine.on_max_ttl_read(2, 0);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("r", 10000), f.client, 2);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 5);
+}
+
+TEST_CASE("a master with a new run_id is quarantined for the longest TTL, then re-seeded",
+          "[engine][quarantine]") {
+  fixture f;
+  f.engine.on_max_ttl_read(0, 0); // reconnect reads do not lower the longest TTL
+  f.engine.on_node_identity(1, "a-new-run-id", 50);
+  CHECK(f.engine.counters().restarts == 1);
+  const auto status = f.engine.status_of(1);
+  CHECK(status.reason == lock_engine::quarantine_reason::restart);
+  CHECK(status.remaining_ms >= 3'600'000);
+
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  const auto acquires = f.nodes.of(request_kind::acquire);
+  CHECK(acquires.size() == 4);
+  for (const auto& c : acquires)
+    CHECK(c.node != 1); // it does not vote
+
+  // A release still reaches it, without its vote.
+  f.nodes.sent.clear();
+  f.engine.unlock(unlock_request{"r", "0123456789abcdef0123456789abcdef01234567"}, f.client, 2);
+  std::size_t to_node_1 = 0;
+  for (const auto& c : f.nodes.of(request_kind::release))
+    if (c.node == 1) {
+      ++to_node_1;
+      CHECK(c.tag.generation == 0);
+    }
+  CHECK(to_node_1 == 1);
+
+  // After the quarantine its fence counter is raised to the mark before its first vote.
+  f.now += 3'636'003ms; // the longest TTL plus its drift allowance
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("s", 10000), f.client, 3);
+  REQUIRE(f.nodes.sent.size() >= 2);
+  bool reseed_first = false;
+  for (const auto& c : f.nodes.sent)
+    if (c.node == 1) {
+      reseed_first = c.tag.kind == request_kind::fence_bump;
+      break;
+    }
+  CHECK(reseed_first);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 5);
+  CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
+}
+
+TEST_CASE("a master up for less than the longest TTL at start is quarantined for the rest",
+          "[engine][quarantine]") {
+  fixture f(0, false);
+  f.engine.on_node_identity(0, "r0", 1000); // connected before the longest TTL was known
+  for (std::size_t node = 0; node < 3; ++node)
+    f.engine.on_max_ttl_read(node, 30'000);
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::restart);
+  CHECK(f.engine.status_of(0).remaining_ms >= 29'000);
+  f.engine.on_node_identity(1, "r1", 60'000); // up long enough
+  CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
+}
+
+TEST_CASE("LOCK records a longer TTL on the masters before it acquires", "[engine][quarantine]") {
+  fixture f(0, false);
+  for (std::size_t node = 0; node < 5; ++node)
+    f.engine.on_max_ttl_read(node, 1000);
+  f.engine.lock(lock_of("r", 20000), f.client, 1);
+  REQUIRE(f.nodes.sent.size() == 10);
+  CHECK(f.nodes.sent[0].tag.kind == request_kind::fence_bump);
+  CHECK(f.nodes.sent[0].bytes.find("redlockd:fence:max_ttl") != std::string::npos);
+  CHECK(f.nodes.sent[0].bytes.find("$5\r\n20000\r\n") != std::string::npos);
+  CHECK(f.nodes.sent[5].tag.kind == request_kind::acquire);
+  CHECK(f.engine.max_ttl_granted() == 20000);
+}
+
+TEST_CASE("unsafe_disable_quarantine lets a restarted master vote at once",
+          "[engine][quarantine]") {
+  config cfg = five_nodes();
+  cfg.unsafe_disable_quarantine = true;
+  fake_nodes nodes(5);
+  auto log = std::make_shared<spdlog::logger>("test");
+  lock_engine engine(cfg, nodes, log);
+  engine.on_node_identity(2, "before", 1);
+  engine.on_node_identity(2, "after", 1);
+  CHECK(engine.status_of(2).reason == lock_engine::quarantine_reason::none);
+  auto client = std::make_shared<captured_replies>();
+  engine.lock(lock_of("r", 1000), client, 1);
+  CHECK(nodes.of(request_kind::acquire).size() == 5);
 }

@@ -1,0 +1,80 @@
+// Restart quarantine: a master that comes back empty must not let a second client in.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "test_env.hpp"
+
+using namespace redlockd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Holds a lock, then kills three of the five masters and restarts them empty at once: they have
+// forgotten the lock. Returns the reply a second client gets for the same resource.
+std::string second_lock_after_empty_restarts(fleet_and_daemon& env) {
+  line_client holder = env.client();
+  const auto grant = parse_lock_ok(holder.request("LOCK account:7 30000"));
+  REQUIRE(grant);
+  for (std::size_t i = 0; i < 3; ++i) {
+    env.fleet.kill(i);
+    env.fleet.restart(i);
+  }
+  // Wait until the daemon has reconnected to all three (it learns their new run_id then).
+  REQUIRE(eventually([&] {
+    return count_nodes_in_state(env.daemon.info(), env.fleet.addresses(), "down") == 0 &&
+           count_nodes_in_state(env.daemon.info(), env.fleet.addresses(), "connecting") == 0;
+  }));
+  line_client intruder = env.client();
+  return intruder.request("LOCK account:7 30000");
+}
+
+} // namespace
+
+TEST_CASE("masters restarted empty are quarantined: no second holder",
+          "[integration][quarantine]") {
+  fleet_and_daemon env;
+  const std::string reply = second_lock_after_empty_restarts(env);
+  INFO("second LOCK: " << reply);
+  CHECK_FALSE(parse_lock_ok(reply));
+  CHECK(starts_with(reply, "NOQUORUM "));
+  const auto info = env.daemon.info();
+  CHECK(count_nodes_in_state(info, env.fleet.addresses(), "quarantined:restart") == 3);
+  CHECK(info.at("counters").at("restarts") == 3);
+  for (const auto& node : info.at("nodes"))
+    if (node.at("state") == "quarantined:restart")
+      CHECK(node.at("quarantined_ms").get<std::int64_t>() > 25'000);
+}
+
+TEST_CASE("the same schedule against a daemon without quarantine grants the lock twice",
+          "[integration][quarantine]") {
+  // Proof that the test above can fail: the weakened daemon lets the intruder in.
+  fleet_and_daemon env(nlohmann::json{{"unsafe_disable_quarantine", true}});
+  const std::string reply = second_lock_after_empty_restarts(env);
+  INFO("second LOCK: " << reply);
+  CHECK(parse_lock_ok(reply));
+}
+
+TEST_CASE("a daemon started later still quarantines a master restarted recently",
+          "[integration][quarantine]") {
+  redis_fleet fleet;
+  {
+    daemon_process first(fleet.addresses());
+    line_client client(first.port());
+    REQUIRE(parse_lock_ok(client.request("LOCK long 60000")));
+  } // the longest TTL (60 s) is recorded on the masters
+  fleet.kill(4);
+  fleet.restart(4);
+  daemon_options options;
+  options.nodes = fleet.addresses();
+  options.min_ok_nodes = 0; // quarantined masters are not "ok"
+  daemon_process second(options);
+  // Masters younger than the longest TTL cannot prove they kept their data: the restarted one
+  // (and here the whole young fleet) stays out of quorums until 60 s after its start.
+  REQUIRE(eventually(
+      [&] { return node_state(second.info(), fleet.address(4)) == "quarantined:restart"; }));
+  const auto info = second.info();
+  CHECK(info.at("max_ttl_granted") == 60000);
+  line_client client(second.port());
+  CHECK(starts_with(client.request("LOCK long 1000"), "NOQUORUM "));
+}
