@@ -495,8 +495,20 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
       v = *n == 1 ? vote::yes : vote::no;
     break;
   case request_kind::extend:
-    if (const auto n = as_integer(reply))
+    if (const auto n = as_integer(reply)) {
       v = *n != 1 ? vote::no : validity_now(op) > 0 ? vote::yes : vote::failed;
+      if (v == vote::no && op.kind == op_kind::renew) {
+        // The node lost a key of a lock that is still valid, without restarting (eviction,
+        // FLUSHALL, a clock jump): what it says about expiry can no longer be trusted.
+        const keep_lock& k = keeps_[op.keep_index];
+        if (k.active && k.generation == op.keep_generation && now_() < k.valid_until) {
+          log_->warn("node {} lost the key of a valid KEEP lock on '{}'",
+                     cfg_.nodes[node].to_string(), op.key);
+          quarantine(node, quarantine_reason::keyloss,
+                     std::chrono::milliseconds(std::max(max_ttl_granted_, op.ttl_ms)));
+        }
+      }
+    }
     break;
   default:
     break;

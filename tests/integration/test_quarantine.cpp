@@ -78,3 +78,18 @@ TEST_CASE("a daemon started later still quarantines a master restarted recently"
   line_client client(second.port());
   CHECK(starts_with(client.request("LOCK long 1000"), "NOQUORUM "));
 }
+
+TEST_CASE("FLUSHALL under a KEEP lock quarantines that master at the next renewal",
+          "[integration][quarantine]") {
+  fleet_and_daemon env;
+  line_client keeper = env.client();
+  const auto grant = parse_lock_ok(keeper.request("LOCK kept 900 KEEP"));
+  REQUIRE(grant);
+  env.fleet.run(2, "FLUSHALL");
+  CHECK(eventually(
+      [&] { return node_state(env.daemon.info(), env.fleet.address(2)) == "quarantined:keyloss"; },
+      3s));
+  // The lock itself lives on: four masters still renew it, and no LOST was pushed.
+  CHECK_FALSE(keeper.try_read_line(300ms));
+  CHECK(nodes_holding(env.fleet, "kept", grant->owner).size() >= 3);
+}

@@ -708,3 +708,20 @@ TEST_CASE("unsafe_disable_quarantine lets a restarted master vote at once",
   engine.lock(lock_of("r", 1000), client, 1);
   CHECK(nodes.of(request_kind::acquire).size() == 5);
 }
+
+TEST_CASE("a master that lost the key of a valid KEEP lock is quarantined",
+          "[engine][quarantine]") {
+  fixture f;
+  lock_request req = lock_of("k", 3000);
+  req.keep = true;
+  f.engine.lock(req, f.client, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.advance(1000ms);
+  f.answer(0, request_kind::extend, ":1\r\n");
+  f.answer(1, request_kind::extend, ":0\r\n"); // FLUSHALL or eviction on node 1
+  f.answer(2, request_kind::extend, ":1\r\n");
+  f.answer(3, request_kind::extend, ":1\r\n");
+  CHECK(f.client->pushed.empty()); // the lock itself is still held on a majority
+  CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
+}
