@@ -211,6 +211,8 @@ struct daemon::impl final : node_io {
         state = "quarantined:restart";
       else if (state == "ok" && status.reason == lock_engine::quarantine_reason::keyloss)
         state = "quarantined:keyloss";
+      else if (state == "ok" && status.reason == lock_engine::quarantine_reason::clock)
+        state = "quarantined:clock";
       else if (state == "ok" && !link.usable())
         state = "refused:eviction";
       nodes.push_back({{"address", link.address().to_string()},
@@ -237,7 +239,8 @@ struct daemon::impl final : node_io {
           {"renewed", c.renewed},
           {"delayed", c.delayed},
           {"fence_conflicts", c.fence_conflicts},
-          {"restarts", c.restarts}}},
+          {"restarts", c.restarts},
+          {"clock_jumps", c.clock_jumps}}},
         {"fence_high_water", engine.fence_high_water()},
         {"max_ttl_granted", engine.max_ttl_granted()},
         {"clients", server.clients()},

@@ -137,6 +137,33 @@ bool lock_engine::eligible(std::size_t node) {
   return true;
 }
 
+bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uint64_t micros) {
+  node_health& h = health_[node];
+  const auto node_us = static_cast<std::int64_t>(seconds * 1'000'000 + micros);
+  const clock_type::time_point local = now_();
+  const auto previous = h.clock;
+  h.clock = std::pair{node_us, local};
+  if (!previous)
+    return true;
+  const std::int64_t node_delta = node_us - previous->first;
+  const std::int64_t local_delta =
+      std::chrono::duration_cast<std::chrono::microseconds>(local - previous->second).count();
+  const std::int64_t skew = node_delta - local_delta;
+  const std::int64_t bound = static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000;
+  if (skew > bound) {
+    // Its keys now expire early by up to the jump: locks granted there may already be gone.
+    ++counters_.clock_jumps;
+    log_->warn("node {}: clock jumped {} ms forward", cfg_.nodes[node].to_string(), skew / 1000);
+    quarantine(node, quarantine_reason::clock,
+               std::chrono::milliseconds(std::max<std::uint64_t>(max_ttl_granted_, 1)));
+    return false;
+  }
+  if (skew < -bound)
+    log_->warn("node {}: clock jumped {} ms backward (its locks last longer than granted)",
+               cfg_.nodes[node].to_string(), -skew / 1000);
+  return true;
+}
+
 lock_engine::node_status lock_engine::status_of(std::size_t node) {
   const node_health& h = health_[node];
   const auto now = now_();
@@ -456,7 +483,9 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
   vote v = vote::failed;
   switch (tag.kind) {
   case request_kind::acquire:
-    if (array_size(reply) == 2) {
+    if (array_size(reply) == 4 && !clock_ok(node, array_at(reply, 2), array_at(reply, 3))) {
+      v = vote::failed; // the node's clock jumped: its grant cannot be trusted
+    } else if (array_size(reply) == 4) {
       const redisReply& granted = array_at(reply, 0);
       const redisReply& detail = array_at(reply, 1);
       if (as_integer(granted) == 1) {
@@ -495,7 +524,10 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
       v = *n == 1 ? vote::yes : vote::no;
     break;
   case request_kind::extend:
-    if (const auto n = as_integer(reply)) {
+    if (array_size(reply) == 3 && !clock_ok(node, array_at(reply, 1), array_at(reply, 2))) {
+      v = vote::failed;
+    } else if (const auto n = array_size(reply) == 3 ? as_integer(array_at(reply, 0))
+                                                     : std::optional<std::int64_t>{}) {
       v = *n != 1 ? vote::no : validity_now(op) > 0 ? vote::yes : vote::failed;
       if (v == vote::no && op.kind == op_kind::renew) {
         // The node lost a key of a lock that is still valid, without restarting (eviction,
@@ -515,6 +547,17 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
   }
   op.tally.record(node, v);
   decide(tag.op);
+}
+
+bool lock_engine::clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros) {
+  std::uint64_t s = 0;
+  std::uint64_t us = 0;
+  const std::string_view s_text = as_string(seconds);
+  const std::string_view us_text = as_string(micros);
+  if (!parse_counter(s_text.data(), s_text.size(), s) ||
+      !parse_counter(us_text.data(), us_text.size(), us))
+    return true; // no usable sample: judged by the next one
+  return on_node_time(node, s, us);
 }
 
 void lock_engine::on_failure(std::size_t node, const request_tag& tag) {

@@ -282,11 +282,21 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
     }
     break;
   }
-  case request_kind::ping:
+  case request_kind::ping: {
     ping_outstanding_ = false;
     rtt_us_ = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - ping_sent_)
                   .count();
+    if (array_size(reply) == 2 && engine_ != nullptr) {
+      std::uint64_t seconds = 0;
+      std::uint64_t micros = 0;
+      const auto s_text = as_string(array_at(reply, 0));
+      const auto us_text = as_string(array_at(reply, 1));
+      if (parse_counter(s_text.data(), s_text.size(), seconds) &&
+          parse_counter(us_text.data(), us_text.size(), micros))
+        engine_->on_node_time(index_, seconds, micros);
+    }
     return;
+  }
   case request_kind::server_info:
     if (tag.op == 0) {
       const std::string_view run_id = info_field(as_string(reply), "run_id");
@@ -340,8 +350,10 @@ awaitable<void> redis_link::check_health() {
     if (!ping_outstanding_ && state_ == state::ok) {
       ping_outstanding_ = true;
       ping_sent_ = now;
+      // TIME rather than PING: the same round trip also samples the master's clock, so that a
+      // jump is seen within a health interval even when no lock is taken.
       std::string command;
-      append_command(command, {"PING"});
+      append_command(command, {"TIME"});
       send(request_tag{request_kind::ping, 0, 0}, command);
     }
   }

@@ -11,25 +11,28 @@ namespace {
 #define REDLOCKD_LUA_LESS "local function less(a, b) return #a < #b or (#a == #b and a < b) end\n"
 
 // KEYS: lock key, fence key. ARGV: owner, ttl ms, proposed token.
-// Granted: {1, previous counter}. Refused: {0, remaining TTL of the holder in ms}.
+// Granted: {1, previous counter, TIME}. Refused: {0, remaining TTL of the holder in ms, TIME}.
+// TIME (seconds, microseconds) lets the daemon see a master's clock jump at every vote.
 constexpr std::string_view acquire_source =
-    REDLOCKD_LUA_LESS "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+    REDLOCKD_LUA_LESS "local t = redis.call('time')\n"
+                      "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
                       "  local c = redis.call('get', KEYS[2]) or '0'\n"
                       "  if less(c, ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end\n"
-                      "  return {1, c}\n"
+                      "  return {1, c, t[1], t[2]}\n"
                       "end\n"
-                      "return {0, redis.call('pttl', KEYS[1])}\n";
+                      "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
 // KEYS: lock key. ARGV: owner. 1 if deleted, 0 if the key holds another owner or is gone.
 constexpr std::string_view release_source =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
     "return 0\n";
 
-// KEYS: lock key. ARGV: owner, ttl ms. 1 if the TTL was set, 0 if not held by owner.
-constexpr std::string_view extend_source = "if redis.call('get', KEYS[1]) == ARGV[1] then\n"
-                                           "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
-                                           "end\n"
-                                           "return 0\n";
+// KEYS: lock key. ARGV: owner, ttl ms. {1 if the TTL was set or 0 if not held by owner, TIME}.
+constexpr std::string_view extend_source = "local t = redis.call('time')\n"
+                                           "local n = 0\n"
+                                           "if redis.call('get', KEYS[1]) == ARGV[1] then n = "
+                                           "redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
+                                           "return {n, t[1], t[2]}\n";
 
 // KEYS: fence key. ARGV: proposed token. Stores max(counter, token), returns the previous counter.
 constexpr std::string_view fence_bump_source =

@@ -54,6 +54,9 @@ struct config {
   std::uint32_t max_waiters = 100000;
   // A connection that holds part of a line this long without finishing it is closed, in ms.
   std::uint32_t partial_line_timeout_ms = 10000;
+  // A master whose clock moves ahead of the daemon's by more than this between two samples is
+  // quarantined, in ms (smaller jumps are within the drift allowance and reply jitter).
+  std::uint32_t clock_jump_ms = 500;
   // For tests of the test suite only: never quarantine restarted masters (unsafe).
   bool unsafe_disable_quarantine = false;
   // Keep masters whose maxmemory-policy can evict lock keys out of every quorum.

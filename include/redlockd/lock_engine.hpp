@@ -70,6 +70,7 @@ struct engine_counters {
   std::uint64_t renewed = 0;         // KEEP renewals that reached a quorum
   std::uint64_t fence_conflicts = 0; // acquisitions that needed a second fencing round
   std::uint64_t restarts = 0;        // master restarts detected (each quarantined)
+  std::uint64_t clock_jumps = 0;     // forward clock jumps of masters detected
   std::uint64_t delayed = 0;         // LOCKs refused by lock-delay
 };
 
@@ -105,7 +106,12 @@ class lock_engine {
   // longest TTL granted, means it restarted and may have lost locks: it is quarantined.
   void on_node_identity(std::size_t node, std::string_view run_id, std::uint64_t uptime_ms);
 
-  enum class quarantine_reason : std::uint8_t { none, restart, keyloss };
+  // A TIME sample from a node (from a script or the health probe). A forward jump beyond
+  // clock_jump_ms against the daemon's monotonic clock quarantines the node and returns false:
+  // a vote that came with it must not count. A backward jump is logged.
+  bool on_node_time(std::size_t node, std::uint64_t seconds, std::uint64_t micros);
+
+  enum class quarantine_reason : std::uint8_t { none, restart, keyloss, clock };
   struct node_status {
     quarantine_reason reason = quarantine_reason::none;
     std::int64_t remaining_ms = 0;
@@ -210,6 +216,7 @@ class lock_engine {
   void drop_keep(std::uint32_t index);
   // quarantine
   bool eligible(std::size_t node);
+  bool clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros);
   void quarantine(std::size_t node, quarantine_reason reason, std::chrono::milliseconds length);
   void raise_max_ttl(std::uint64_t ttl_ms);
   // lock-delay
@@ -260,6 +267,7 @@ class lock_engine {
     bool reseed = false;
     bool max_ttl_read = false;
     std::optional<std::pair<std::uint64_t, clock_type::time_point>> uptime; // judged later
+    std::optional<std::pair<std::int64_t, clock_type::time_point>> clock;   // last TIME sample
   };
   std::array<node_health, max_nodes> health_{};
   std::uint64_t max_ttl_granted_ = 0;

@@ -61,12 +61,24 @@ reply_ptr resp(std::string_view bytes) {
   return reply;
 }
 
+// A master's TIME as the scripts return it (a fixed clock: it never jumps forward).
+const std::string master_time = "$10\r\n1700000000\r\n$1\r\n0\r\n";
+
 std::string granted(std::uint64_t previous) {
   const std::string text = std::to_string(previous);
-  return "*2\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n";
+  return "*4\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time;
 }
 std::string refused(std::int64_t pttl) {
-  return "*2\r\n:0\r\n:" + std::to_string(pttl) + "\r\n";
+  return "*4\r\n:0\r\n:" + std::to_string(pttl) + "\r\n" + master_time;
+}
+std::string extended(int result) {
+  return "*3\r\n:" + std::to_string(result) + "\r\n" + master_time;
+}
+// A reply carrying a given TIME, to show a clock jump.
+std::string granted_at(std::uint64_t seconds) {
+  const std::string text = std::to_string(seconds);
+  return "*4\r\n:1\r\n$1\r\n0\r\n$" + std::to_string(text.size()) + "\r\n" + text +
+         "\r\n$1\r\n0\r\n";
 }
 
 config five_nodes() {
@@ -341,13 +353,13 @@ TEST_CASE("EXTEND answers OK with validity, NOTHELD or NOQUORUM", "[engine]") {
   CHECK(f.nodes.of(request_kind::extend)[0].bytes.find("$5\r\n20000\r\n") != std::string::npos);
   f.now += 1ms;
   for (std::size_t node = 0; node < 3; ++node)
-    f.answer(node, request_kind::extend, ":1\r\n");
+    f.answer(node, request_kind::extend, extended(1));
   CHECK(f.client->lines[1] == "OK 19797\n"); // 20000 - 1 - 202
 
   f.nodes.sent.clear();
   f.engine.extend(req, f.client, 2);
   for (std::size_t node = 0; node < 3; ++node)
-    f.answer(node, request_kind::extend, ":0\r\n");
+    f.answer(node, request_kind::extend, extended(0));
   CHECK(f.client->lines[2] == "NOTHELD\n");
 
   f.nodes.sent.clear();
@@ -523,7 +535,7 @@ TEST_CASE("KEEP renews about every TTL/3 and releases when the client leaves", "
     f.advance(1000ms);
     REQUIRE(f.count_sent(request_kind::extend) == 5);
     CHECK(f.nodes.of(request_kind::extend)[0].bytes.find("$4\r\n3000\r\n") != std::string::npos);
-    f.answer_all(request_kind::extend, ":1\r\n", 3);
+    f.answer_all(request_kind::extend, extended(1), 3);
   }
   CHECK(f.engine.counters().renewed == 9);
   CHECK(f.client->pushed.empty());
@@ -560,7 +572,7 @@ TEST_CASE("KEEP pushes LOST at once when a majority no longer holds it", "[engin
   f.engine.lock(req, f.client, 0);
   f.answer_all(request_kind::acquire, granted(0), 3);
   f.advance(1000ms);
-  f.answer_all(request_kind::extend, ":0\r\n", 3);
+  f.answer_all(request_kind::extend, extended(0), 3);
   CHECK(f.client->pushed.size() == 1);
 }
 
@@ -717,11 +729,40 @@ TEST_CASE("a master that lost the key of a valid KEEP lock is quarantined",
   f.engine.lock(req, f.client, 0);
   f.answer_all(request_kind::acquire, granted(0), 3);
   f.advance(1000ms);
-  f.answer(0, request_kind::extend, ":1\r\n");
-  f.answer(1, request_kind::extend, ":0\r\n"); // FLUSHALL or eviction on node 1
-  f.answer(2, request_kind::extend, ":1\r\n");
-  f.answer(3, request_kind::extend, ":1\r\n");
+  f.answer(0, request_kind::extend, extended(1));
+  f.answer(1, request_kind::extend, extended(0)); // FLUSHALL or eviction on node 1
+  f.answer(2, request_kind::extend, extended(1));
+  f.answer(3, request_kind::extend, extended(1));
   CHECK(f.client->pushed.empty()); // the lock itself is still held on a majority
   CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
+}
+
+TEST_CASE("a master whose clock jumps forward loses its vote and is quarantined",
+          "[engine][quarantine]") {
+  fixture f;
+  f.engine.lock(lock_of("a", 10000), f.client, 1);
+  f.answer(0, request_kind::acquire, granted_at(1000));
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.now += 1s;
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("b", 10000), f.client, 2);
+  f.answer(0, request_kind::acquire, granted_at(1061)); // 61 s on the master, 1 s here
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::clock);
+  CHECK(f.engine.counters().clock_jumps == 1);
+  f.answer(1, request_kind::acquire, granted(0));
+  f.answer(2, request_kind::acquire, granted(0));
+  CHECK(f.client->lines.count(2) == 0); // node 0's grant did not count: 2 of 3 so far
+  f.answer(3, request_kind::acquire, granted(0));
+  CHECK(f.client->lines[2].starts_with("OK "));
+}
+
+TEST_CASE("a clock that runs with the daemon's, or falls behind, is fine", "[engine][quarantine]") {
+  fixture f;
+  CHECK(f.engine.on_node_time(0, 1000, 0));
+  f.now += 2s;
+  CHECK(f.engine.on_node_time(0, 1002, 300'000)); // 300 ms of reply jitter: within the bound
+  f.now += 1s;
+  CHECK(f.engine.on_node_time(0, 900, 0)); // backward: logged, not quarantined
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
 }
