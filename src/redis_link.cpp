@@ -200,7 +200,7 @@ awaitable<void> redis_link::run() {
     append_command(command, {"INFO", "server"});
     send(request_tag{request_kind::server_info, 0, 0}, command);
     command.clear();
-    append_command(command, {"INFO", "memory"});
+    append_command(command, {"INFO", "memory", "persistence"});
     send(request_tag{request_kind::server_info, 1, 0}, command);
 
     co_await read_replies();
@@ -307,6 +307,12 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
         engine_->on_node_identity(index_, run_id, uptime_s * 1000);
     } else {
       const std::string_view policy = info_field(as_string(reply), "maxmemory_policy");
+      // What survives a restart decides how often quarantine will be needed.
+      if (info_field(as_string(reply), "aof_enabled") == "1")
+        log_->info("node {}: appendonly on", address_.to_string());
+      else
+        log_->info("node {}: appendonly off: a restart loses its locks (it is then quarantined)",
+                   address_.to_string());
       unsafe_ = policy != "noeviction";
       if (unsafe_)
         log_->error("node {}: maxmemory-policy is '{}': lock keys can be evicted{}",
