@@ -17,27 +17,33 @@ constexpr std::size_t max_pending_bytes = 1 << 20;
 client_server::client_server(net::io_context& io, session_context& context)
     : io_(io), context_(context), acceptor_(io) {}
 
-void client_server::listen(const endpoint& address) {
-  tcp::resolver resolver(io_);
+void open_listener(tcp::acceptor& acceptor, const endpoint& address) {
+  tcp::resolver resolver(acceptor.get_executor());
   const auto results = resolver.resolve(address.host, std::to_string(address.port),
                                         tcp::resolver::passive | tcp::resolver::numeric_service);
   const tcp::endpoint where = results.begin()->endpoint();
-  acceptor_.open(where.protocol());
-  acceptor_.set_option(tcp::acceptor::reuse_address(true));
-  acceptor_.bind(where);
-  acceptor_.listen(net::socket_base::max_listen_connections);
+  acceptor.open(where.protocol());
+  acceptor.set_option(tcp::acceptor::reuse_address(true));
+  acceptor.bind(where);
+  acceptor.listen(net::socket_base::max_listen_connections);
+}
+
+void log_failure::operator()(std::exception_ptr error) const {
+  if (!error)
+    return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    log->error("{} failed: {}", what, e.what());
+  }
+}
+
+void client_server::listen(const endpoint& address) {
+  open_listener(acceptor_, address);
 }
 
 void client_server::start() {
-  net::co_spawn(io_, accept_loop(), [log = context_.log](std::exception_ptr error) {
-    if (!error)
-      return;
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      log->critical("accept loop failed: {}", e.what());
-    }
-  });
+  net::co_spawn(io_, accept_loop(), log_failure{context_.log, "the client accept loop"});
 }
 
 void client_server::stop_accepting() {

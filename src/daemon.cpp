@@ -143,7 +143,7 @@ struct daemon::impl final : node_io {
     server.stop_accepting();
     engine.shutdown();
     const auto deadline = clock_type::now() + std::chrono::milliseconds(cfg.shutdown_timeout_ms);
-    net::co_spawn(io, finish_shutdown(deadline), net::detached);
+    net::co_spawn(io, finish_shutdown(deadline), log_failure{log, "shutdown"});
   }
 
   bool links_idle() const {
@@ -287,7 +287,7 @@ int daemon::run() {
   for (auto& link : d.links)
     link->start();
   d.server.start();
-  net::co_spawn(d.io, d.supervise(), net::detached);
+  net::co_spawn(d.io, d.supervise(), log_failure{d.log, "the systemd notifier"});
   d.wait_for_hangup();
   d.signals.async_wait([&d](const error_code_t& ec, int signal) {
     if (!ec)

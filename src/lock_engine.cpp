@@ -29,6 +29,19 @@ struct decimal {
   std::size_t size = 0;
 };
 
+// Entries are reused rather than freed, so that a busy daemon stops allocating: their strings
+// keep their capacity.
+template <typename T>
+std::uint32_t take_slot(std::vector<T>& items, std::vector<std::uint32_t>& free) {
+  if (free.empty()) {
+    items.emplace_back();
+    return static_cast<std::uint32_t>(items.size() - 1);
+  }
+  const std::uint32_t index = free.back();
+  free.pop_back();
+  return index;
+}
+
 std::uint32_t next_generation(std::uint32_t generation) {
   ++generation;
   return generation == 0 ? 1 : generation; // 0 marks requests nobody waits for
@@ -128,10 +141,8 @@ bool lock_engine::eligible(std::size_t node) {
     // connection run in order, so this lands before the vote that follows.
     h.reseed = false;
     h.reason = quarantine_reason::none;
-    scratch_.clear();
-    append_command(scratch_, {"EVALSHA", script_sha(script::fence_bump), "1", cfg_.fence_key,
-                              decimal(fences_.high_water()).view()});
-    io_.send(node, request_tag{request_kind::fence_bump, 0, 0}, scratch_);
+    format_max(cfg_.fence_key, fences_.high_water());
+    send_unawaited(node, request_kind::fence_bump);
     log_->info("node {} out of quarantine", cfg_.nodes[node].to_string());
   }
   return true;
@@ -178,12 +189,10 @@ void lock_engine::raise_max_ttl(std::uint64_t ttl_ms) {
   max_ttl_granted_ = ttl_ms;
   // Recorded on the masters before the acquisitions queued after it on the same connections, so
   // that a daemon started later knows how long a restarted master must wait.
-  scratch_.clear();
-  append_command(scratch_, {"EVALSHA", script_sha(script::fence_bump), "1", max_ttl_key_,
-                            decimal(ttl_ms).view()});
+  format_max(max_ttl_key_, ttl_ms);
   for (std::size_t node = 0; node < node_count_; ++node)
     if (io_.usable(node))
-      io_.send(node, request_tag{request_kind::fence_bump, 0, 0}, scratch_);
+      send_unawaited(node, request_kind::fence_bump);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -191,14 +200,7 @@ void lock_engine::raise_max_ttl(std::uint64_t ttl_ms) {
 
 std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> sink,
                                     std::uint64_t seq) {
-  std::uint32_t slot = 0;
-  if (free_slots_.empty()) {
-    slot = static_cast<std::uint32_t>(slots_.size());
-    slots_.emplace_back();
-  } else {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-  }
+  const std::uint32_t slot = take_slot(slots_, free_slots_);
   operation& op = slots_[slot];
   op.serial = next_serial_++;
   op.kind = kind;
@@ -269,11 +271,8 @@ void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
     slots_[slot].tally.record(node, vote::failed);
     if (kind == request_kind::release && io_.usable(node)) {
       // A quarantined node does not vote, but it must not keep the key either.
-      const operation& op = slots_[slot];
-      scratch_.clear();
-      append_command(scratch_,
-                     {"EVALSHA", script_sha(script::release), "1", op.key, view(op.owner)});
-      io_.send(node, request_tag{request_kind::release, 0, 0}, scratch_);
+      format_release(slots_[slot].key, slots_[slot].owner);
+      send_unawaited(node, request_kind::release);
     }
   }
 }
@@ -317,13 +316,27 @@ void lock_engine::send_command(std::size_t node, std::uint32_t slot, request_kin
   io_.send(node, request_tag{kind, slot, op.generation}, scratch_);
 }
 
-void lock_engine::release_everywhere(std::string_view key, const owner_id& owner) {
-  // Also on nodes that refused or did not answer: their SET may have happened after all.
+void lock_engine::send_unawaited(std::size_t node, request_kind kind) {
+  io_.send(node, request_tag{kind, 0, 0}, scratch_);
+}
+
+void lock_engine::format_release(std::string_view key, const owner_id& owner) {
   scratch_.clear();
   append_command(scratch_, {"EVALSHA", script_sha(script::release), "1", key, view(owner)});
+}
+
+void lock_engine::format_max(std::string_view key, std::uint64_t value) {
+  scratch_.clear();
+  append_command(scratch_,
+                 {"EVALSHA", script_sha(script::fence_bump), "1", key, decimal(value).view()});
+}
+
+void lock_engine::release_everywhere(std::string_view key, const owner_id& owner) {
+  // Also on nodes that refused or did not answer: their SET may have happened after all.
+  format_release(key, owner);
   for (std::size_t node = 0; node < node_count_; ++node)
     if (io_.usable(node))
-      io_.send(node, request_tag{request_kind::release, 0, 0}, scratch_);
+      send_unawaited(node, request_kind::release);
 }
 
 std::int64_t lock_engine::validity_now(const operation& op) const {
@@ -872,14 +885,7 @@ std::chrono::milliseconds lock_engine::jitter(std::uint64_t up_to_ms) {
 
 void lock_engine::start_keep(std::uint32_t slot, std::int64_t validity) {
   const operation& op = slots_[slot];
-  std::uint32_t index = 0;
-  if (free_keeps_.empty()) {
-    index = static_cast<std::uint32_t>(keeps_.size());
-    keeps_.emplace_back();
-  } else {
-    index = free_keeps_.back();
-    free_keeps_.pop_back();
-  }
+  const std::uint32_t index = take_slot(keeps_, free_keeps_);
   keep_lock& k = keeps_[index];
   k.active = true;
   k.renewing = false;

@@ -22,16 +22,9 @@ metrics_server::metrics_server(net::io_context& io, handlers h, std::shared_ptr<
 metrics_server::~metrics_server() = default;
 
 void metrics_server::start(const endpoint& address) {
-  tcp::resolver resolver(io_);
-  const auto results = resolver.resolve(address.host, std::to_string(address.port),
-                                        tcp::resolver::passive | tcp::resolver::numeric_service);
-  const tcp::endpoint where = results.begin()->endpoint();
-  acceptor_.open(where.protocol());
-  acceptor_.set_option(tcp::acceptor::reuse_address(true));
-  acceptor_.bind(where);
-  acceptor_.listen();
+  open_listener(acceptor_, address);
   log_->info("metrics on http://{}/metrics and /healthz", address.to_string());
-  net::co_spawn(io_, accept_loop(), net::detached);
+  net::co_spawn(io_, accept_loop(), log_failure{log_, "the metrics accept loop"});
 }
 
 void metrics_server::stop() {
@@ -49,15 +42,7 @@ awaitable<void> metrics_server::accept_loop() {
         co_return;
       continue;
     }
-    net::co_spawn(io_, serve(std::move(socket)), [log = log_](std::exception_ptr error) {
-      if (!error)
-        return;
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        log->debug("metrics connection: {}", e.what());
-      }
-    });
+    net::co_spawn(io_, serve(std::move(socket)), log_failure{log_, "a metrics request"});
   }
 }
 

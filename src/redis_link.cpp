@@ -52,16 +52,9 @@ redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address,
       read_buffer_(read_chunk), jitter_(std::random_device{}()) {}
 
 void redis_link::start() {
-  net::co_spawn(io_, run(), [this](std::exception_ptr error) {
-    if (!error)
-      return;
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      log_->critical("node {}: connection loop failed: {}", address_.to_string(), e.what());
-    }
-  });
-  net::co_spawn(io_, check_health(), net::detached);
+  const std::string name = "node " + address_.to_string();
+  net::co_spawn(io_, run(), log_failure{log_, name + " connection loop"});
+  net::co_spawn(io_, check_health(), log_failure{log_, name + " health check"});
 }
 
 void redis_link::stop() {

@@ -193,6 +193,10 @@ class lock_engine {
   void send_round(std::uint32_t slot, request_kind kind);
   void send_command(std::size_t node, std::uint32_t slot, request_kind kind, bool by_sha);
   void release_everywhere(std::string_view key, const owner_id& owner);
+  // Commands nobody waits for: formatted into scratch_, then sent to one node at a time.
+  void format_release(std::string_view key, const owner_id& owner);
+  void format_max(std::string_view key, std::uint64_t value); // a max-register update
+  void send_unawaited(std::size_t node, request_kind kind);
   void decide(std::uint32_t slot);
   void decide_lock(std::uint32_t slot);
   void decide_fencing(std::uint32_t slot);

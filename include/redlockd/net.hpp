@@ -7,9 +7,10 @@
 #include <utility>
 // clang-format on
 
+#include "redlockd/config.hpp"
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -18,10 +19,30 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <exception>
+#include <memory>
+#include <string>
+
+namespace spdlog {
+class logger;
+}
+
 namespace redlockd {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using error_code_t = boost::system::error_code;
 template <typename T = void>
 using awaitable = net::awaitable<T>;
+
+// Resolves `address`, then opens, binds (SO_REUSEADDR) and listens. Throws on failure.
+void open_listener(tcp::acceptor& acceptor, const endpoint& address);
+
+// The completion handler of every co_spawn: logs what the coroutine threw. (Asio 1.18's
+// `detached` would drop the exception silently.)
+struct log_failure {
+  std::shared_ptr<spdlog::logger> log;
+  std::string what;
+  void operator()(std::exception_ptr error) const;
+};
+
 } // namespace redlockd
