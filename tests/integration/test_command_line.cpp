@@ -36,7 +36,7 @@ void check_rejected(const run_result& r, const std::string& key) {
 
 } // namespace
 
-TEST_CASE("--version and --help", "[integration]") {
+TEST_CASE("redlockd --version and --help", "[integration]") {
   const auto version = run_command(binary, {"--version"});
   CAPTURE(version.out, version.err);
   CHECK(version.status == 0);
@@ -49,7 +49,8 @@ TEST_CASE("--version and --help", "[integration]") {
   CHECK(help.out.find("--check-config") != std::string::npos);
 }
 
-TEST_CASE("--check-config accepts a valid file and rejects bad ones with exit 2", "[integration]") {
+TEST_CASE("redlockd --check-config accepts a valid file and rejects bad ones with exit 2",
+          "[integration]") {
   temp_dir dir("redlockd-cli");
 
   SECTION("valid, with every key") {
@@ -137,7 +138,7 @@ TEST_CASE("a bad config stops the daemon itself with exit 2", "[integration]") {
   }
 }
 
-TEST_CASE("--listen overrides the file's listen address", "[integration]") {
+TEST_CASE("redlockd --listen overrides the file's listen address", "[integration]") {
   redis_fleet fleet;
   temp_dir dir("redlockd-cli");
   const auto file_port = free_loopback_port();
@@ -162,7 +163,7 @@ TEST_CASE("--listen overrides the file's listen address", "[integration]") {
   CHECK(daemon.terminate() >= 0);
 }
 
-TEST_CASE("--nodes overrides the file's nodes", "[integration]") {
+TEST_CASE("redlockd --nodes overrides the file's nodes", "[integration]") {
   redis_fleet fleet(3);
   // The file names five masters where nothing listens; the command line names the real three.
   std::vector<std::string> bogus;

@@ -61,7 +61,9 @@ TEST_CASE("a daemon started later still quarantines a master restarted recently"
   {
     daemon_process first(fleet.addresses());
     line_client client(first.port());
-    REQUIRE(parse_lock_ok(client.request("LOCK long 60000")));
+    const std::string reply = client.request("LOCK long 60000");
+    INFO("LOCK long 60000: " << reply);
+    REQUIRE(parse_lock_ok(reply));
   } // the longest TTL (60 s) is recorded on the masters
   fleet.kill(4);
   fleet.restart(4);

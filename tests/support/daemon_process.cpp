@@ -56,9 +56,13 @@ daemon_process::daemon_process(daemon_options options)
   port_ = free_loopback_port();
   config_path_ = dir_.path() / "redlockd.json";
   log_path_ = dir_.path() / "redlockd.log";
+  // A roomier node timeout than the 50 ms default: CI machines are small and shared, and a
+  // test about something else must not fail because a master answered late. Tests of timeouts
+  // set their own.
   nlohmann::json config = {
       {"listen", "127.0.0.1:" + std::to_string(port_)},
       {"nodes", options_.nodes},
+      {"node_timeout_ms", 250},
   };
   for (const auto& [key, value] : options_.extra.items()) {
     config[key] = value;
