@@ -935,10 +935,12 @@ void lock_engine::decide_renewal(std::uint32_t slot) {
   } else if (op.tally.refused_by_majority()) {
     lose(index); // the key is gone or someone else's on a majority
   } else {
-    // Too few nodes answered: try again soon while the lock is still valid.
+    // Too few nodes answered: try again soon, but give up (LOST) while a third of the TTL is
+    // still valid, so that the holder has time to stop before the lock can go to someone else.
     const auto retry = std::chrono::milliseconds(std::max<std::uint64_t>(1, k.ttl_ms / 10));
     const auto budget = node_timeout_for(k.ttl_ms, cfg_.node_timeout_ms);
-    if (now + retry + budget < k.valid_until)
+    const auto reserve = std::chrono::milliseconds(k.ttl_ms / 3);
+    if (now + retry + budget + reserve < k.valid_until)
       add_deadline(now + retry, index, k.generation, timer_kind::renew);
     else
       lose(index);
