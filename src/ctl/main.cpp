@@ -1,1 +1,245 @@
-int main() { return 0; }
+// redlockctl: the command-line client of redlockd.
+#include "redlockd/ctl/duration.hpp"
+#include "redlockd/ctl/line_connection.hpp"
+#include "redlockd/ctl/run_command.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace redlockd::ctl;
+namespace code = redlockd::ctl::exit_code;
+
+constexpr const char* usage = R"(usage: redlockctl [--addr HOST:PORT] [--timeout DUR] COMMAND ...
+
+commands:
+  lock RESOURCE --ttl DUR [--wait DUR]   take a lock; prints "<owner> <fence> <validity_ms>"
+  unlock RESOURCE OWNER                  release it
+  extend RESOURCE OWNER --ttl DUR        extend it; prints the new validity_ms
+  info                                   the daemon's state
+  ping                                   check that the daemon answers
+  run RESOURCE [--ttl DUR] [--wait DUR] [--kill-after DUR] -- CMD [ARGS...]
+                                         run CMD while holding a KEEP lock (default --ttl 10s)
+
+  --addr HOST:PORT  the daemon (default: $REDLOCKD_ADDR, else 127.0.0.1:7400)
+  --timeout DUR     connect and reply timeout, WAIT excluded (default 5s)
+  DUR is 250ms, 30s, 5m, 1h or plain milliseconds.
+
+run: the command runs directly (no shell) in its own process group, with REDLOCK_RESOURCE,
+REDLOCK_OWNER, REDLOCK_FENCE and REDLOCK_VALIDITY_MS set. If the lock is lost (LOST, or the
+daemon becomes unreachable), the group gets SIGTERM at once and SIGKILL after --kill-after
+(default: a quarter of the TTL, within the validity the daemon still guarantees then). The lock
+is released when the command exits.
+
+exit codes: 0 ok, 1 busy, 2 no quorum, 3 not held, 4 refused by the daemon (ERR),
+            5 daemon unreachable or no reply, 64 bad usage.
+  run:      the command's exit code (128+N if killed by signal N); 1 busy, 2 no quorum,
+            125 other failure before the command ran, 126 not executable, 127 not found.
+)";
+
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::chrono::milliseconds duration_of(const std::string& flag, const std::string& text) {
+  const auto value = parse_duration(text);
+  if (!value)
+    throw usage_error(flag + ": bad duration '" + text + "' (e.g. 250ms, 30s, 5m)");
+  return *value;
+}
+
+// The exit code for a reply that is not OK.
+int failure(const std::string& reply) {
+  std::cerr << "redlockctl: " << reply << "\n";
+  if (reply.starts_with("BUSY"))
+    return code::busy;
+  if (reply.starts_with("NOQUORUM"))
+    return code::no_quorum;
+  if (reply.starts_with("NOTHELD"))
+    return code::not_held;
+  return code::refused;
+}
+
+std::string ms(std::chrono::milliseconds d) {
+  return std::to_string(d.count());
+}
+
+void print_info(const std::string& json_text) {
+  const auto info = nlohmann::json::parse(json_text, nullptr, false);
+  if (info.is_discarded()) {
+    std::cout << json_text << "\n";
+    return;
+  }
+  auto field = [&](const char* name) -> std::string {
+    if (!info.contains(name))
+      return "?";
+    return info[name].is_string() ? info[name].get<std::string>() : info[name].dump();
+  };
+  std::cout << "redlockd " << field("version") << ", up " << field("uptime_s") << " s, quorum "
+            << field("quorum") << "\n";
+  if (info.contains("nodes"))
+    for (const auto& node : info["nodes"]) {
+      std::cout << "  " << node.value("address", "?") << "  " << node.value("state", "?");
+      if (node.value("rtt_us", -1) >= 0)
+        std::cout << "  rtt " << node.value("rtt_us", -1) << " us";
+      if (node.value("quarantined_ms", 0) > 0)
+        std::cout << "  (" << node.value("quarantined_ms", 0) << " ms of quarantine left)";
+      std::cout << "\n";
+    }
+  std::cout << "clients " << field("clients") << ", waiters " << field("waiters") << ", keep locks "
+            << field("keep_locks") << ", fence high water " << field("fence_high_water") << "\n";
+  if (info.contains("counters") && info["counters"].is_object()) {
+    std::cout << "counters:";
+    for (const auto& [name, value] : info["counters"].items())
+      std::cout << " " << name << "=" << value.dump();
+    std::cout << "\n";
+  }
+}
+
+int run(std::vector<std::string> args) {
+  std::string address =
+      std::getenv("REDLOCKD_ADDR") ? std::getenv("REDLOCKD_ADDR") : "127.0.0.1:7400";
+  std::chrono::milliseconds timeout = std::chrono::seconds(5);
+  std::size_t i = 0;
+  for (; i < args.size() && args[i].starts_with("--"); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::cout << usage;
+      return code::ok;
+    }
+    if (i + 1 >= args.size())
+      throw usage_error(args[i] + " needs a value");
+    if (args[i] == "--addr")
+      address = args[++i];
+    else if (args[i] == "--timeout")
+      timeout = duration_of("--timeout", args[++i]);
+    else
+      throw usage_error("unknown option " + args[i]);
+  }
+  if (i == args.size())
+    throw usage_error("no command");
+  const std::string command = args[i++];
+
+  // The command's own arguments: positionals and --flag VALUE pairs, up to a "--".
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> tail;
+  for (; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      tail.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::cout << usage;
+      return code::ok;
+    }
+    if (args[i].starts_with("--")) {
+      if (i + 1 >= args.size())
+        throw usage_error(args[i] + " needs a value");
+      flags[args[i]] = args[i + 1];
+      ++i;
+    } else {
+      positional.push_back(args[i]);
+    }
+  }
+  auto allow = [&](std::initializer_list<const char*> known, std::size_t positionals) {
+    for (const auto& [flag, value] : flags)
+      if (std::find(known.begin(), known.end(), flag) == known.end())
+        throw usage_error(command + ": unknown option " + flag);
+    if (positional.size() != positionals)
+      throw usage_error(command + ": expected " + std::to_string(positionals) + " argument(s)");
+    if (!tail.empty() && command != "run")
+      throw usage_error(command + ": unexpected '--'");
+  };
+
+  // A resource with a space or a control byte would split the request line: refuse it here.
+  if (!positional.empty() &&
+      (positional[0].empty() || positional[0].find_first_of(" \t\r\n") != std::string::npos))
+    throw usage_error("the resource must be printable and contain no spaces");
+
+  if (command == "run") {
+    allow({"--ttl", "--wait", "--kill-after"}, 1);
+    if (tail.empty())
+      throw usage_error("run: give the command after --");
+    run_options options;
+    options.resource = positional[0];
+    options.command = tail;
+    options.timeout = timeout;
+    if (flags.count("--ttl"))
+      options.ttl = duration_of("--ttl", flags["--ttl"]);
+    if (flags.count("--wait"))
+      options.wait = duration_of("--wait", flags["--wait"]);
+    if (flags.count("--kill-after"))
+      options.kill_after = duration_of("--kill-after", flags["--kill-after"]);
+    try {
+      line_connection connection(address, timeout);
+      return run_under_lock(connection, options);
+    } catch (const connection_error& e) {
+      std::cerr << "redlockctl: " << e.what() << "\n";
+      return code::run_failed;
+    }
+  }
+
+  std::string request;
+  auto wait = std::chrono::milliseconds(0);
+  if (command == "lock") {
+    allow({"--ttl", "--wait"}, 1);
+    if (!flags.count("--ttl"))
+      throw usage_error("lock: --ttl is required");
+    request = "LOCK " + positional[0] + " " + ms(duration_of("--ttl", flags["--ttl"]));
+    if (flags.count("--wait")) {
+      wait = duration_of("--wait", flags["--wait"]);
+      request += " WAIT " + ms(wait);
+    }
+  } else if (command == "unlock") {
+    allow({}, 2);
+    request = "UNLOCK " + positional[0] + " " + positional[1];
+  } else if (command == "extend") {
+    allow({"--ttl"}, 2);
+    if (!flags.count("--ttl"))
+      throw usage_error("extend: --ttl is required");
+    request = "EXTEND " + positional[0] + " " + positional[1] + " " +
+              ms(duration_of("--ttl", flags["--ttl"]));
+  } else if (command == "info") {
+    allow({}, 0);
+    request = "INFO";
+  } else if (command == "ping") {
+    allow({}, 0);
+    request = "PING";
+  } else {
+    throw usage_error("unknown command '" + command + "'");
+  }
+
+  try {
+    line_connection connection(address, timeout);
+    const std::string reply = connection.request(request, wait + timeout);
+    if (!(reply == "OK" || reply.starts_with("OK ") || reply.starts_with("PONG")))
+      return failure(reply);
+    if (command == "info")
+      print_info(reply.substr(3));
+    else if (command != "unlock")
+      std::cout << (reply.starts_with("OK ") ? reply.substr(3) : reply) << "\n";
+    connection.request("QUIT", timeout);
+    return code::ok;
+  } catch (const connection_error& e) {
+    std::cerr << "redlockctl: " << e.what() << "\n";
+    return code::unreachable;
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const usage_error& e) {
+    std::cerr << "redlockctl: " << e.what() << "\n(see redlockctl --help)\n";
+    return code::usage;
+  }
+}

@@ -1,0 +1,44 @@
+// `redlockctl run`: hold a KEEP lock while a command runs; kill the command if the lock is lost.
+#pragma once
+
+#include "redlockd/ctl/line_connection.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace redlockd::ctl {
+
+// redlockctl's exit codes.
+namespace exit_code {
+inline constexpr int ok = 0;
+inline constexpr int busy = 1;
+inline constexpr int no_quorum = 2;
+inline constexpr int not_held = 3;
+inline constexpr int refused = 4;     // ERR ...
+inline constexpr int unreachable = 5; // cannot connect, connection lost, timeout
+inline constexpr int usage = 64;
+// run only:
+inline constexpr int run_failed = 125;     // failed before the command ran
+inline constexpr int not_executable = 126; // found but could not be run
+inline constexpr int not_found = 127;
+} // namespace exit_code
+
+struct run_options {
+  std::string resource;
+  std::chrono::milliseconds ttl{10'000};
+  std::chrono::milliseconds wait{0};
+  // After LOST or a lost connection: SIGTERM at once, SIGKILL after this long.
+  std::chrono::milliseconds kill_after{0}; // 0: the default, see default_kill_after()
+  std::vector<std::string> command;        // argv, run without a shell
+  std::chrono::milliseconds timeout{5'000};
+};
+
+// A KEEP lock is given up (LOST) while about a third of its TTL is valid; this leaves a margin
+// for drift and delivery.
+std::chrono::milliseconds default_kill_after(std::chrono::milliseconds ttl);
+
+// Takes the lock on `connection`, runs the command, returns the exit code redlockctl exits with.
+int run_under_lock(line_connection& connection, const run_options& options);
+
+} // namespace redlockd::ctl
