@@ -278,7 +278,7 @@ int daemon::run() {
     d.metrics.start(parse_endpoint(d.cfg.metrics_listen));
   std::string nodes;
   for (const auto& node : d.cfg.nodes)
-    nodes += (nodes.empty() ? "" : ",") + node.to_string();
+    nodes.append(nodes.empty() ? "" : ",").append(node.to_string());
   d.log->info("redlockd {} listening on {} with {} nodes (quorum {}): {}", REDLOCKD_VERSION,
               d.cfg.listen.to_string(), d.cfg.nodes.size(), quorum(d.cfg.nodes.size()), nodes);
   d.log->info("node timeout {} ms, ttl {}..{} ms, drift factor {}, key prefix '{}', fence key '{}'",

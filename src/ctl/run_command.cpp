@@ -130,7 +130,8 @@ int run_under_lock(line_connection& connection, const run_options& options) {
       options.kill_after.count() > 0 ? options.kill_after : default_kill_after(options.ttl);
   bool lost = false;
   bool connection_open = true;
-  std::optional<clock_type::time_point> kill_at;
+  constexpr auto never = clock_type::time_point::max();
+  clock_type::time_point kill_at = never; // SIGKILL time once the lock is lost
   int status = 0;
   bool exited = false;
   auto lose = [&](const std::string& why) {
@@ -148,9 +149,9 @@ int run_under_lock(line_connection& connection, const run_options& options) {
     int wait_ms = -1;
     if (connection_open && connection.has_buffered_line())
       wait_ms = 0; // a LOST that came with the reply is already read
-    else if (kill_at)
+    else if (kill_at != never)
       wait_ms = static_cast<int>(std::max<std::int64_t>(
-          0, std::chrono::ceil<std::chrono::milliseconds>(*kill_at - clock_type::now()).count()));
+          0, std::chrono::ceil<std::chrono::milliseconds>(kill_at - clock_type::now()).count()));
     const int n = ::poll(fds.data(), connection_open ? 2 : 1, wait_ms);
     if (n < 0 && errno != EINTR)
       break;
@@ -173,9 +174,9 @@ int run_under_lock(line_connection& connection, const run_options& options) {
         lose(e.what());
       }
     }
-    if (kill_at && clock_type::now() >= *kill_at && !exited) {
+    if (kill_at != never && clock_type::now() >= kill_at && !exited) {
       ::kill(-child, SIGKILL); // before the lock's remaining validity runs out
-      kill_at.reset();
+      kill_at = never;
     }
   }
   if (!exited)

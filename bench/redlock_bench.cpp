@@ -1,0 +1,704 @@
+// redlock-bench: load generator for redlockd. Single thread, Boost.Asio.
+// Each connection keeps up to -p cycles in flight; a cycle is LOCK <r> <ttl> [WAIT w] then, on OK,
+// UNLOCK <r> <owner>. Replies come back in request order, so a FIFO of slots per connection says
+// which request a reply answers. Counts only what completes inside the measured window.
+// clang-format off
+#include <utility> // before any Asio header: Boost 1.74 misses it in <boost/asio/awaitable.hpp>
+// clang-format on
+
+#include <boost/asio.hpp>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <sys/resource.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::string_view usage = R"(usage: redlock-bench [options]
+  -c N             cycling connections (default 50; 0: only hold KEEP locks / waiters)
+  -p N             cycles in flight per connection (pipeline depth, default 1)
+  -r N             resources r0..r(N-1), drawn uniformly (default 10000)
+  -d S             measured seconds (default 10)
+  --warmup S       seconds before the window (default 2)
+  --ttl MS         lock TTL (default 10000)
+  --wait MS        send LOCK ... WAIT MS (default: no WAIT)
+  --keep N         hold N KEEP locks on separate connections during the run
+  --keep-per-conn N  KEEP locks per connection (default 500; the daemon allows 1000)
+  --waiters N      park N waiters (LOCK ... WAIT) behind held locks during the run
+  --waiters-per-resource N  (default 500; the daemon allows 1000)
+  --addr HOST:PORT daemon address (default 127.0.0.1:7400)
+  --daemon-pid PID read the daemon's CPU time and RSS from /proc/PID
+  --json           print one JSON line
+)";
+
+struct options {
+  int connections = 50;
+  int pipeline = 1;
+  std::uint32_t resources = 10000;
+  double seconds = 10;
+  double warmup = 2;
+  std::uint64_t ttl_ms = 10000;
+  std::optional<std::uint64_t> wait_ms;
+  int keep = 0;
+  int keep_per_conn = 500;
+  int waiters = 0;
+  int waiters_per_resource = 500;
+  std::string host = "127.0.0.1";
+  std::string port = "7400";
+  int daemon_pid = 0;
+  bool json = false;
+};
+
+[[noreturn]] void die(const std::string& message) {
+  std::cerr << "redlock-bench: " << message << '\n';
+  std::exit(1);
+}
+
+template <typename T>
+T parse_number(std::string_view text, const char* what) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size())
+    die(std::string("bad value for ") + what + ": '" + std::string(text) + "'");
+  return value;
+}
+
+options parse_options(int argc, char** argv) {
+  options opts;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc)
+        die(std::string("missing value after ") + std::string(arg));
+      return argv[++i];
+    };
+    if (arg == "-c")
+      opts.connections = parse_number<int>(value(), "-c");
+    else if (arg == "-p")
+      opts.pipeline = parse_number<int>(value(), "-p");
+    else if (arg == "-r")
+      opts.resources = parse_number<std::uint32_t>(value(), "-r");
+    else if (arg == "-d")
+      opts.seconds = parse_number<double>(value(), "-d");
+    else if (arg == "--warmup")
+      opts.warmup = parse_number<double>(value(), "--warmup");
+    else if (arg == "--ttl")
+      opts.ttl_ms = parse_number<std::uint64_t>(value(), "--ttl");
+    else if (arg == "--wait")
+      opts.wait_ms = parse_number<std::uint64_t>(value(), "--wait");
+    else if (arg == "--keep")
+      opts.keep = parse_number<int>(value(), "--keep");
+    else if (arg == "--keep-per-conn")
+      opts.keep_per_conn = parse_number<int>(value(), "--keep-per-conn");
+    else if (arg == "--waiters")
+      opts.waiters = parse_number<int>(value(), "--waiters");
+    else if (arg == "--waiters-per-resource")
+      opts.waiters_per_resource = parse_number<int>(value(), "--waiters-per-resource");
+    else if (arg == "--daemon-pid")
+      opts.daemon_pid = parse_number<int>(value(), "--daemon-pid");
+    else if (arg == "--json")
+      opts.json = true;
+    else if (arg == "--addr") {
+      const std::string_view addr = value();
+      const auto colon = addr.rfind(':');
+      if (colon == std::string_view::npos)
+        die("--addr wants HOST:PORT");
+      opts.host = std::string(addr.substr(0, colon));
+      opts.port = std::string(addr.substr(colon + 1));
+    } else if (arg == "-h" || arg == "--help") {
+      std::cout << usage;
+      std::exit(0);
+    } else {
+      die("unknown option '" + std::string(arg) + "'\n" + std::string(usage));
+    }
+  }
+  if (opts.connections < 0 || opts.pipeline < 1 || opts.resources < 1 || opts.seconds <= 0 ||
+      opts.warmup < 0 || opts.keep < 0 || opts.keep_per_conn < 1 || opts.waiters < 0 ||
+      opts.waiters_per_resource < 1)
+    die("option out of range");
+  return opts;
+}
+
+// Log-linear latency histogram in µs: exact below 256, then 128 buckets per power of two
+// (< 0.8 % error). Fixed size: recording never allocates.
+class histogram {
+ public:
+  void add(std::uint64_t us) {
+    ++counts_[index(us)];
+    ++total_;
+  }
+  std::uint64_t total() const { return total_; }
+  std::uint64_t percentile(double q) const {
+    if (total_ == 0)
+      return 0;
+    const auto rank = static_cast<std::uint64_t>(q * static_cast<double>(total_ - 1)) + 1;
+    std::uint64_t seen = 0;
+    for (std::size_t i = 0; i < counts_.size(); ++i) {
+      seen += counts_[i];
+      if (seen >= rank)
+        return value(i);
+    }
+    return value(counts_.size() - 1);
+  }
+
+ private:
+  static constexpr int max_exponent = 40;
+  static std::size_t index(std::uint64_t v) {
+    if (v < 256)
+      return v;
+    const int e = std::min(63 - std::countl_zero(v), max_exponent);
+    const std::uint64_t mantissa = (v >> (e - 7)) & 127;
+    return 256 + static_cast<std::size_t>(e - 8) * 128 + mantissa;
+  }
+  static std::uint64_t value(std::size_t i) {
+    if (i < 256)
+      return i;
+    const int e = 8 + static_cast<int>((i - 256) / 128);
+    const std::uint64_t mantissa = (i - 256) % 128;
+    // Middle of the bucket.
+    return ((128 + mantissa) << (e - 7)) + (std::uint64_t{1} << (e - 8));
+  }
+  std::array<std::uint64_t, 256 + (max_exponent - 7) * 128> counts_{};
+  std::uint64_t total_ = 0;
+};
+
+// utime + stime of a process in µs, from /proc/PID/stat.
+std::uint64_t process_cpu_us(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  if (paren == std::string::npos)
+    die("cannot read /proc/" + std::to_string(pid) + "/stat");
+  std::istringstream fields(text.substr(paren + 1));
+  std::string field;
+  std::uint64_t utime = 0, stime = 0;
+  // After "(comm)" comes field 3 (state); utime and stime are fields 14 and 15.
+  for (int n = 3; n <= 15 && fields >> field; ++n) {
+    if (n == 14)
+      utime = std::stoull(field);
+    else if (n == 15)
+      stime = std::stoull(field);
+  }
+  const auto ticks = static_cast<std::uint64_t>(sysconf(_SC_CLK_TCK));
+  return (utime + stime) * 1'000'000 / ticks;
+}
+
+// VmRSS of a process in kB, 0 if unknown.
+std::uint64_t process_rss_kb(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::stoull(line.substr(6));
+  return 0;
+}
+
+std::uint64_t self_cpu_us() {
+  rusage self{};
+  getrusage(RUSAGE_SELF, &self);
+  auto us = [](const timeval& t) {
+    return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000 + static_cast<std::uint64_t>(t.tv_usec);
+  };
+  return us(self.ru_utime) + us(self.ru_stime);
+}
+
+// splitmix64: cheap and good enough to pick resources.
+struct rng {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+};
+
+struct counters {
+  std::uint64_t cycles = 0;
+  std::uint64_t busy = 0;
+  std::uint64_t noquorum = 0;
+  std::uint64_t notheld = 0;
+  std::uint64_t errors = 0;
+  std::uint64_t lost = 0;
+};
+
+constexpr std::size_t owner_length = 40;
+constexpr std::size_t read_buffer_bytes = 64 * 1024;
+
+class bench;
+
+// One cycle in flight: which resource, and where it is in the cycle.
+struct slot {
+  std::uint32_t resource = 0;
+  bool unlocking = false;
+  bool counted = false; // the LOCK went out inside the window
+  clock_type::time_point sent;
+  std::array<char, owner_length> owner{};
+};
+
+enum class role { cycler, keeper, waiter };
+
+struct connection {
+  connection(net::io_context& io, role r) : socket(io), kind(r), in(read_buffer_bytes) {}
+  tcp::socket socket;
+  role kind;
+  std::vector<char> in;
+  std::size_t in_used = 0;
+  std::string out, writing;
+  bool write_busy = false;
+  bool open = true;
+  std::vector<slot> slots;
+  std::vector<std::uint32_t> fifo; // ring of slot indexes, capacity = slots.size()
+  std::size_t fifo_head = 0, fifo_count = 0;
+};
+
+class bench {
+ public:
+  explicit bench(const options& opts)
+      : opts_(opts), random_{0x5eed ^ static_cast<std::uint64_t>(getpid())} {
+    ttl_text_ = std::to_string(opts.ttl_ms);
+    lock_suffix_ = " " + ttl_text_;
+    if (opts.wait_ms)
+      lock_suffix_ += " WAIT " + std::to_string(*opts.wait_ms);
+    lock_suffix_ += '\n';
+    names_.reserve(opts.resources);
+    for (std::uint32_t i = 0; i < opts.resources; ++i)
+      names_.push_back("r" + std::to_string(i));
+  }
+
+  int run() {
+    tcp::resolver resolver(io_);
+    endpoints_ = resolver.resolve(opts_.host, opts_.port);
+    if (opts_.daemon_pid)
+      rss_before_kb_ = process_rss_kb(opts_.daemon_pid);
+    setup_keepers();
+    setup_waiters();
+    for (int i = 0; i < opts_.connections; ++i) {
+      auto& c = open_connection(role::cycler);
+      c.slots.resize(static_cast<std::size_t>(opts_.pipeline));
+      c.fifo.resize(c.slots.size());
+    }
+    now_ = clock_type::now();
+    for (auto& c : conns_) {
+      if (c->kind == role::cycler)
+        for (std::uint32_t s = 0; s < c->slots.size(); ++s)
+          send_lock(*c, s);
+      start_read(*c);
+      flush(*c);
+    }
+    timer_.expires_after(to_duration(opts_.warmup));
+    timer_.async_wait([&](const boost::system::error_code&) {
+      begin_window();
+      timer_.expires_after(to_duration(opts_.seconds));
+      timer_.async_wait([&](const boost::system::error_code&) {
+        end_window();
+        // Drain: no new LOCKs, UNLOCK what was granted, so the next run starts clean.
+        timer_.expires_after(std::chrono::seconds(5));
+        timer_.async_wait([&](const boost::system::error_code& ec) {
+          if (!ec)
+            close_all();
+        });
+        maybe_finish();
+      });
+    });
+    io_.run();
+    report();
+    return 0;
+  }
+
+ private:
+  template <typename Seconds>
+  static clock_type::duration to_duration(Seconds s) {
+    return std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(s));
+  }
+
+  connection& open_connection(role kind) {
+    conns_.push_back(std::make_unique<connection>(io_, kind));
+    auto& c = *conns_.back();
+    boost::system::error_code ec;
+    net::connect(c.socket, endpoints_, ec);
+    if (ec)
+      die("cannot connect to " + opts_.host + ":" + opts_.port + ": " + ec.message());
+    c.socket.set_option(tcp::no_delay(true));
+    return c;
+  }
+
+  // Reads one reply line synchronously (setup only).
+  static std::string read_line_sync(connection& c) {
+    for (;;) {
+      const auto* begin = c.in.data();
+      const auto* nl = static_cast<const char*>(std::memchr(begin, '\n', c.in_used));
+      if (nl) {
+        std::string line(begin, nl);
+        const std::size_t rest = c.in_used - static_cast<std::size_t>(nl + 1 - begin);
+        std::memmove(c.in.data(), nl + 1, rest);
+        c.in_used = rest;
+        return line;
+      }
+      if (c.in_used == c.in.size())
+        die("reply line too long");
+      boost::system::error_code ec;
+      const std::size_t n =
+          c.socket.read_some(net::buffer(c.in.data() + c.in_used, c.in.size() - c.in_used), ec);
+      if (ec)
+        die("setup read failed: " + ec.message());
+      c.in_used += n;
+    }
+  }
+
+  // Sends `lines` requests on c at once and checks every reply starts with OK.
+  void expect_ok(connection& c, const std::string& requests, int lines, const char* what) {
+    net::write(c.socket, net::buffer(requests));
+    for (int i = 0; i < lines; ++i) {
+      const std::string reply = read_line_sync(c);
+      if (reply.rfind("OK ", 0) != 0)
+        die(std::string(what) + " refused: " + reply);
+    }
+  }
+
+  // KEEP locks k0..k(N-1), spread over connections below the daemon's per-connection limit.
+  void setup_keepers() {
+    for (int first = 0; first < opts_.keep; first += opts_.keep_per_conn) {
+      const int last = std::min(opts_.keep, first + opts_.keep_per_conn);
+      auto& c = open_connection(role::keeper);
+      std::string requests;
+      for (int i = first; i < last; ++i)
+        requests += "LOCK k" + std::to_string(i) + " " + ttl_text_ + " KEEP\n";
+      expect_ok(c, requests, last - first, "KEEP lock");
+    }
+  }
+
+  // Holders take KEEP locks on w0.., then waiters queue behind them with a WAIT that outlasts
+  // the run. Closing the connections at the end removes both.
+  void setup_waiters() {
+    if (opts_.waiters == 0)
+      return;
+    const int per_res = opts_.waiters_per_resource;
+    const int resources = (opts_.waiters + per_res - 1) / per_res;
+    for (int first = 0; first < resources; first += opts_.keep_per_conn) {
+      const int last = std::min(resources, first + opts_.keep_per_conn);
+      auto& holder = open_connection(role::keeper);
+      std::string requests;
+      for (int i = first; i < last; ++i)
+        requests += "LOCK w" + std::to_string(i) + " " + ttl_text_ + " KEEP\n";
+      expect_ok(holder, requests, last - first, "holder lock");
+    }
+    const std::string wait = " " + ttl_text_ + " WAIT 3600000\n";
+    for (int first = 0; first < opts_.waiters; first += per_res) {
+      const int last = std::min(opts_.waiters, first + per_res);
+      auto& c = open_connection(role::waiter);
+      std::string requests;
+      for (int i = first; i < last; ++i)
+        requests += "LOCK w" + std::to_string(i / per_res) + wait;
+      net::write(c.socket, net::buffer(requests));
+    }
+    // The daemon reads the waiters asynchronously: wait until INFO counts them all.
+    for (int tries = 0; tries < 100 && info_number("waiters") < opts_.waiters; ++tries)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  // A number from the daemon's INFO JSON ("key":N), -1 if absent. Synchronous, setup/teardown only.
+  long long info_number(std::string_view key) {
+    if (!info_)
+      info_ = std::make_unique<connection>(io_, role::keeper);
+    if (!info_->socket.is_open())
+      net::connect(info_->socket, endpoints_);
+    net::write(info_->socket, net::buffer(std::string_view("INFO\n")));
+    const std::string reply = read_line_sync(*info_);
+    const std::string needle = "\"" + std::string(key) + "\":";
+    const auto at = reply.find(needle);
+    if (at == std::string::npos)
+      return -1;
+    long long value = -1;
+    const char* first = reply.data() + at + needle.size();
+    std::from_chars(first, reply.data() + reply.size(), value);
+    return value;
+  }
+
+  void send_lock(connection& c, std::uint32_t s) {
+    auto& sl = c.slots[s];
+    sl.resource = static_cast<std::uint32_t>(random_.next() % opts_.resources);
+    sl.unlocking = false;
+    sl.counted = measuring_;
+    sl.sent = now_;
+    c.out += "LOCK ";
+    c.out += names_[sl.resource];
+    c.out += lock_suffix_;
+    push(c, s);
+  }
+
+  void send_unlock(connection& c, std::uint32_t s) {
+    auto& sl = c.slots[s];
+    sl.unlocking = true;
+    c.out += "UNLOCK ";
+    c.out += names_[sl.resource];
+    c.out += ' ';
+    c.out.append(sl.owner.data(), sl.owner.size());
+    c.out += '\n';
+    push(c, s);
+  }
+
+  void push(connection& c, std::uint32_t s) {
+    c.fifo[(c.fifo_head + c.fifo_count) % c.fifo.size()] = s;
+    ++c.fifo_count;
+    ++in_flight_total_;
+  }
+
+  void start_read(connection& c) {
+    if (c.in_used == c.in.size())
+      die("reply line too long");
+    c.socket.async_read_some(net::buffer(c.in.data() + c.in_used, c.in.size() - c.in_used),
+                             [this, &c](const boost::system::error_code& ec, std::size_t n) {
+                               if (ec) {
+                                 if (c.open && !finishing_)
+                                   die("connection lost: " + ec.message());
+                                 return;
+                               }
+                               now_ = clock_type::now(); // one clock read per batch of replies
+                               c.in_used += n;
+                               const char* begin = c.in.data();
+                               const char* end = begin + c.in_used;
+                               const char* p = begin;
+                               while (const auto* nl =
+                                          static_cast<const char*>(std::memchr(p, '\n', end - p))) {
+                                 on_line(c, std::string_view(p, static_cast<std::size_t>(nl - p)));
+                                 p = nl + 1;
+                               }
+                               c.in_used = static_cast<std::size_t>(end - p);
+                               if (c.in_used)
+                                 std::memmove(c.in.data(), p, c.in_used);
+                               flush(c);
+                               maybe_finish();
+                               if (c.open)
+                                 start_read(c);
+                             });
+  }
+
+  void on_line(connection& c, std::string_view line) {
+    if (line.rfind("LOST ", 0) == 0) { // a push, not a reply
+      if (measuring_)
+        ++counts_.lost;
+      return;
+    }
+    if (c.kind != role::cycler) {
+      if (!finishing_)
+        die("unexpected reply on a KEEP/waiter connection: " + std::string(line));
+      return;
+    }
+    if (c.fifo_count == 0)
+      die("reply without a request: " + std::string(line));
+    const std::uint32_t s = c.fifo[c.fifo_head];
+    c.fifo_head = (c.fifo_head + 1) % c.fifo.size();
+    --c.fifo_count;
+    --in_flight_total_;
+    auto& sl = c.slots[s];
+    const bool ok = line.size() >= 2 && line[0] == 'O' && line[1] == 'K';
+    if (!sl.unlocking) {
+      if (ok && line.size() >= 3 + owner_length) {
+        if (sl.counted && measuring_)
+          latency_.add(static_cast<std::uint64_t>(
+              std::chrono::duration_cast<std::chrono::microseconds>(now_ - sl.sent).count()));
+        std::memcpy(sl.owner.data(), line.data() + 3, owner_length);
+        send_unlock(c, s);
+        return;
+      }
+      if (measuring_) {
+        if (line.rfind("BUSY", 0) == 0)
+          ++counts_.busy;
+        else if (line.rfind("NOQUORUM", 0) == 0)
+          ++counts_.noquorum;
+        else
+          count_error(line);
+      }
+    } else if (measuring_) {
+      if (ok)
+        ++counts_.cycles;
+      else if (line.rfind("NOTHELD", 0) == 0)
+        ++counts_.notheld;
+      else
+        count_error(line);
+    }
+    if (!stopping_)
+      send_lock(c, s);
+  }
+
+  void count_error(std::string_view line) {
+    if (counts_.errors++ == 0)
+      std::cerr << "redlock-bench: first error reply: " << line << '\n';
+  }
+
+  void flush(connection& c) {
+    if (c.write_busy || c.out.empty() || !c.open)
+      return;
+    c.writing.swap(c.out); // both keep their capacity: no allocation in steady state
+    c.out.clear();
+    c.write_busy = true;
+    net::async_write(c.socket, net::buffer(c.writing),
+                     [this, &c](const boost::system::error_code& ec, std::size_t) {
+                       c.write_busy = false;
+                       c.writing.clear();
+                       if (ec) {
+                         if (c.open && !finishing_)
+                           die("write failed: " + ec.message());
+                         return;
+                       }
+                       flush(c);
+                     });
+  }
+
+  void begin_window() {
+    counts_ = {};
+    measuring_ = true;
+    window_start_ = clock_type::now();
+    client_cpu0_ = self_cpu_us();
+    if (opts_.daemon_pid)
+      daemon_cpu0_ = process_cpu_us(opts_.daemon_pid);
+  }
+
+  void end_window() {
+    measuring_ = false;
+    stopping_ = true;
+    window_seconds_ = std::chrono::duration<double>(clock_type::now() - window_start_).count();
+    client_cpu_ = self_cpu_us() - client_cpu0_;
+    if (opts_.daemon_pid) {
+      daemon_cpu_ = process_cpu_us(opts_.daemon_pid) - daemon_cpu0_;
+      rss_end_kb_ = process_rss_kb(opts_.daemon_pid);
+    }
+    daemon_keep_locks_ = info_number("keep_locks");
+    daemon_waiters_ = info_number("waiters");
+  }
+
+  void maybe_finish() {
+    if (stopping_ && !finishing_ && in_flight_total_ == 0)
+      close_all();
+  }
+
+  void close_all() {
+    finishing_ = true;
+    timer_.cancel();
+    if (info_) {
+      boost::system::error_code ignored;
+      info_->socket.close(ignored);
+    }
+    for (auto& c : conns_) {
+      c->open = false;
+      boost::system::error_code ignored;
+      c->socket.close(ignored);
+    }
+  }
+
+  void report() const {
+    const double cycles = static_cast<double>(counts_.cycles);
+    const double per_s = cycles / window_seconds_;
+    auto per_cycle = [&](std::uint64_t us) { return counts_.cycles ? us / cycles : 0.0; };
+    const double daemon_pct = static_cast<double>(daemon_cpu_) / (window_seconds_ * 1e4);
+    char buffer[2048];
+    if (opts_.json) {
+      std::snprintf(
+          buffer, sizeof buffer,
+          "{\"tool\":\"redlock-bench\",\"c\":%d,\"p\":%d,\"r\":%u,\"ttl\":%llu,\"wait\":%lld,"
+          "\"keep\":%d,\"waiters\":%d,\"seconds\":%.3f,\"cycles\":%llu,\"cycles_per_s\":%.1f,"
+          "\"busy\":%llu,\"noquorum\":%llu,\"notheld\":%llu,\"errors\":%llu,\"lost\":%llu,"
+          "\"acquires\":%llu,\"acquire_p50_us\":%llu,\"acquire_p99_us\":%llu,"
+          "\"acquire_p999_us\":%llu,\"client_cpu_us_per_cycle\":%.2f,\"daemon_cpu_us\":%llu,"
+          "\"daemon_cpu_us_per_cycle\":%.2f,\"daemon_cpu_pct\":%.2f,\"daemon_rss_before_kb\":%llu,"
+          "\"daemon_rss_kb\":%llu,\"daemon_keep_locks\":%lld,\"daemon_waiters\":%lld}",
+          opts_.connections, opts_.pipeline, opts_.resources,
+          static_cast<unsigned long long>(opts_.ttl_ms),
+          opts_.wait_ms ? static_cast<long long>(*opts_.wait_ms) : -1LL, opts_.keep, opts_.waiters,
+          window_seconds_, static_cast<unsigned long long>(counts_.cycles), per_s,
+          static_cast<unsigned long long>(counts_.busy),
+          static_cast<unsigned long long>(counts_.noquorum),
+          static_cast<unsigned long long>(counts_.notheld),
+          static_cast<unsigned long long>(counts_.errors),
+          static_cast<unsigned long long>(counts_.lost),
+          static_cast<unsigned long long>(latency_.total()),
+          static_cast<unsigned long long>(latency_.percentile(0.5)),
+          static_cast<unsigned long long>(latency_.percentile(0.99)),
+          static_cast<unsigned long long>(latency_.percentile(0.999)), per_cycle(client_cpu_),
+          static_cast<unsigned long long>(daemon_cpu_), per_cycle(daemon_cpu_), daemon_pct,
+          static_cast<unsigned long long>(rss_before_kb_),
+          static_cast<unsigned long long>(rss_end_kb_), daemon_keep_locks_, daemon_waiters_);
+      std::cout << buffer << std::endl;
+      return;
+    }
+    std::printf("window        %.2f s, c=%d p=%d r=%u ttl=%llu%s keep=%d waiters=%d\n",
+                window_seconds_, opts_.connections, opts_.pipeline, opts_.resources,
+                static_cast<unsigned long long>(opts_.ttl_ms), opts_.wait_ms ? " WAIT" : "",
+                opts_.keep, opts_.waiters);
+    std::printf("cycles        %llu (%.0f /s)\n", static_cast<unsigned long long>(counts_.cycles),
+                per_s);
+    std::printf("replies       busy %llu, noquorum %llu, notheld %llu, errors %llu, lost %llu\n",
+                static_cast<unsigned long long>(counts_.busy),
+                static_cast<unsigned long long>(counts_.noquorum),
+                static_cast<unsigned long long>(counts_.notheld),
+                static_cast<unsigned long long>(counts_.errors),
+                static_cast<unsigned long long>(counts_.lost));
+    std::printf("acquire       p50 %llu us, p99 %llu us, p99.9 %llu us (%llu samples)\n",
+                static_cast<unsigned long long>(latency_.percentile(0.5)),
+                static_cast<unsigned long long>(latency_.percentile(0.99)),
+                static_cast<unsigned long long>(latency_.percentile(0.999)),
+                static_cast<unsigned long long>(latency_.total()));
+    std::printf("client cpu    %.1f us/cycle\n", per_cycle(client_cpu_));
+    if (opts_.daemon_pid)
+      std::printf(
+          "daemon        %.1f us/cycle, %.1f %% of one core, rss %llu kB (before %llu kB)\n",
+          per_cycle(daemon_cpu_), daemon_pct, static_cast<unsigned long long>(rss_end_kb_),
+          static_cast<unsigned long long>(rss_before_kb_));
+    std::printf("daemon INFO   keep_locks %lld, waiters %lld (at the end of the window)\n",
+                daemon_keep_locks_, daemon_waiters_);
+  }
+
+  const options& opts_;
+  net::io_context io_{1};
+  tcp::resolver::results_type endpoints_;
+  std::vector<std::unique_ptr<connection>> conns_;
+  std::vector<std::string> names_;
+  std::string ttl_text_, lock_suffix_;
+  rng random_;
+  clock_type::time_point now_;
+  bool measuring_ = false, stopping_ = false, finishing_ = false;
+  std::uint64_t in_flight_total_ = 0;
+  net::steady_timer timer_{io_};
+  counters counts_;
+  histogram latency_;
+  clock_type::time_point window_start_;
+  double window_seconds_ = 0;
+  std::uint64_t client_cpu0_ = 0, client_cpu_ = 0, daemon_cpu0_ = 0, daemon_cpu_ = 0;
+  std::uint64_t rss_before_kb_ = 0, rss_end_kb_ = 0;
+  long long daemon_keep_locks_ = -1, daemon_waiters_ = -1;
+  std::unique_ptr<connection> info_;
+};
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const options opts = parse_options(argc, argv);
+  try {
+    // The histogram is large: keep the bench object off the stack.
+    auto b = std::make_unique<bench>(opts);
+    return b->run();
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+}

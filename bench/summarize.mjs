@@ -1,0 +1,75 @@
+// Prints scripts/bench's markdown table from its results.jsonl: medians over the rounds.
+//   node bench/summarize.mjs results.jsonl "<machine>" <rounds> <seconds>
+import { readFileSync } from "node:fs";
+
+const [file, machine = "", rounds = "?", seconds = "?"] = process.argv.slice(2);
+const runs = readFileSync(file, "utf8").trim().split("\n").map((line) => JSON.parse(line));
+const median = (values) => {
+  if (values.length === 0) return NaN;
+  const s = [...values].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const m = (label, field) => median(runs.filter((r) => r.label === label).map((r) => r.data[field]));
+const n = (x, digits = 0) => Number.isFinite(x)
+  ? x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
+  : "n/a";
+const ms = (us) => Number.isFinite(us) ? (us / 1000).toFixed(us < 10000 ? 2 : 1) : "n/a";
+const ratio = (a, b) => Number.isFinite(a / b) && b > 0 ? (a / b).toFixed(2) + "×" : "n/a";
+
+const ceiling = m("ceiling", "cycles_per_s");
+const node_low = m("node_low", "cycles_per_s");
+const node_cont = m("node_contended", "cycles_per_s");
+const rows = [];
+const row = (what, redlockd, peer, vs_peer, vs_ceiling) =>
+  rows.push(`| ${what} | ${redlockd} | ${peer} | ${vs_peer} | ${vs_ceiling} |`);
+
+for (const [label, name] of [["low_p1", "C=50 P=1"], ["low_p8", "C=50 P=8"]]) {
+  const c = m(label, "cycles_per_s");
+  row(`low contention R=10,000, ${name}: cycles/s`, n(c), n(node_low) + " (autopipelined)",
+      ratio(c, node_low), ratio(c, ceiling));
+  row(`  acquire p50 / p99 / p99.9 ms`,
+      `${ms(m(label, "acquire_p50_us"))} / ${ms(m(label, "acquire_p99_us"))} / ` +
+        ms(m(label, "acquire_p999_us")),
+      label === "low_p1" ? `${ms(m("node_low", "acquire_p50_us"))} / ` +
+        `${ms(m("node_low", "acquire_p99_us"))} / ${ms(m("node_low", "acquire_p999_us"))}` : "",
+      "", "");
+  row(`  daemon CPU µs/cycle (client: bench µs/cycle)`,
+      `${n(m(label, "daemon_cpu_us_per_cycle"), 1)} (${n(m(label, "client_cpu_us_per_cycle"), 1)})`,
+      label === "low_p1" ? `node: ${n(m("node_low", "client_cpu_us_per_cycle"), 1)}` : "", "", "");
+  row(`  BUSY / NOQUORUM / ERR per run`,
+      `${n(m(label, "busy"))} / ${n(m(label, "noquorum"))} / ${n(m(label, "errors"))}`,
+      label === "low_p1" ? `failed acquires ${n(m("node_low", "failed_acquires"))}` : "", "", "");
+}
+row("single client C=1 P=1: acquire p50 / p99 ms",
+    `${ms(m("single", "acquire_p50_us"))} / ${ms(m("single", "acquire_p99_us"))}`, "", "", "");
+row("  cycles/s; daemon CPU µs/cycle",
+    `${n(m("single", "cycles_per_s"))}; ${n(m("single", "daemon_cpu_us_per_cycle"), 1)}`,
+    "", "", "");
+const cont = m("contended", "cycles_per_s");
+row("contended R=10, C=50, WAIT 10 s (node: default retries): cycles/s", n(cont), n(node_cont),
+    ratio(cont, node_cont), ratio(cont, ceiling));
+row("  acquire p50 / p99 / p99.9 ms",
+    `${ms(m("contended", "acquire_p50_us"))} / ${ms(m("contended", "acquire_p99_us"))} / ` +
+      ms(m("contended", "acquire_p999_us")),
+    `${ms(m("node_contended", "acquire_p50_us"))} / ${ms(m("node_contended", "acquire_p99_us"))}` +
+      ` / ${ms(m("node_contended", "acquire_p999_us"))}`, "", "");
+row("  daemon CPU µs/cycle", n(m("contended", "daemon_cpu_us_per_cycle"), 1), "", "", "");
+row("10,000 KEEP locks, TTL 10 s, idle: daemon CPU % of one core",
+    n(m("keep_idle", "daemon_cpu_pct"), 2), "", "", "");
+row("daemon RSS: fresh / 10,000 KEEP locks / 10,000 waiters (MiB)",
+    `${n(m("mem_keep", "daemon_rss_before_kb") / 1024, 1)} / ` +
+      `${n(m("mem_keep", "daemon_rss_kb") / 1024, 1)} / ` +
+      `${n(m("mem_waiters", "daemon_rss_kb") / 1024, 1)}`, "", "", "");
+row("Redis ceiling: daemon's acquire + release scripts by EVALSHA, -P 16: cycles/s",
+    "", "", "", n(ceiling));
+row("  acquire / release ops/s (sum of 5 masters)",
+    `${n(m("ceiling", "acquire_ops"))} / ${n(m("ceiling", "release_ops"))}`, "", "", "");
+
+console.log(`\nMachine: ${machine}. Medians of ${rounds} interleaved round(s), ` +
+            `${seconds} s windows; ttl 10,000 ms everywhere. node-redlock 5.0.0-beta.2 + ioredis ` +
+            `(autopipelining on; retryCount 0, default retries when contended).\n`);
+console.log("| measurement | redlockd | node-redlock | redlockd / node-redlock | redlockd / ceiling |");
+console.log("| --- | ---: | ---: | ---: | ---: |");
+for (const line of rows) console.log(line);
+const keep_check = m("mem_keep", "daemon_keep_locks"), wait_check = m("mem_waiters", "daemon_waiters");
+console.log(`\n(INFO during the memory runs: keep_locks ${keep_check}, waiters ${wait_check}.)`);
