@@ -1,12 +1,12 @@
 // WAIT, KEEP, LOST and lock-delay through the real daemon against real masters.
-#include "test_env.hpp"
-
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "test_env.hpp"
 
 using namespace redlockd::test;
 using namespace std::chrono_literals;
