@@ -263,9 +263,14 @@ void lock_engine::begin_round(std::uint32_t slot, op_phase phase, request_kind k
 }
 
 void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
+  // The command is the same for every node: formatted once, written to each.
+  bool formatted = false;
   for (std::size_t node = 0; node < node_count_; ++node) {
     if (eligible(node)) {
-      send_command(node, slot, kind, true);
+      if (!formatted)
+        format_command(slot, kind, true);
+      formatted = true;
+      io_.send(node, request_tag{kind, slot, slots_[slot].generation}, command_);
       continue;
     }
     slots_[slot].tally.record(node, vote::failed);
@@ -277,43 +282,41 @@ void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
   }
 }
 
-void lock_engine::send_command(std::size_t node, std::uint32_t slot, request_kind kind,
-                               bool by_sha) {
+void lock_engine::format_command(std::uint32_t slot, request_kind kind, bool by_sha) {
   const operation& op = slots_[slot];
   // EVALSHA normally; EVAL with the source after a node answered NOSCRIPT.
   auto head = [by_sha](script s) {
     return by_sha ? std::pair{std::string_view("EVALSHA"), script_sha(s)}
                   : std::pair{std::string_view("EVAL"), script_source(s)};
   };
-  scratch_.clear();
+  command_.clear();
   const std::string_view owner = view(op.owner);
   switch (kind) {
   case request_kind::acquire: {
     const auto [verb, body] = head(script::acquire);
-    append_command(scratch_, {verb, body, "2", op.key, cfg_.fence_key, owner,
+    append_command(command_, {verb, body, "2", op.key, cfg_.fence_key, owner,
                               decimal(op.ttl_ms).view(), decimal(op.fence.proposed()).view()});
     break;
   }
   case request_kind::release: {
     const auto [verb, body] = head(script::release);
-    append_command(scratch_, {verb, body, "1", op.key, owner});
+    append_command(command_, {verb, body, "1", op.key, owner});
     break;
   }
   case request_kind::extend: {
     const auto [verb, body] = head(script::extend);
-    append_command(scratch_, {verb, body, "1", op.key, owner, decimal(op.ttl_ms).view()});
+    append_command(command_, {verb, body, "1", op.key, owner, decimal(op.ttl_ms).view()});
     break;
   }
   case request_kind::fence_bump: {
     const auto [verb, body] = head(script::fence_bump);
-    append_command(scratch_,
+    append_command(command_,
                    {verb, body, "1", cfg_.fence_key, decimal(op.fence.proposed()).view()});
     break;
   }
   default:
-    return;
+    break;
   }
-  io_.send(node, request_tag{kind, slot, op.generation}, scratch_);
 }
 
 void lock_engine::send_unawaited(std::size_t node, request_kind kind) {
@@ -484,7 +487,8 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
     if (text.starts_with("NOSCRIPT")) {
       // The node lost its scripts (restart, SCRIPT FLUSH): run this one by source, reload the rest.
       io_.reload_scripts(node);
-      send_command(node, tag.op, tag.kind, false);
+      format_command(tag.op, tag.kind, false);
+      io_.send(node, tag, command_);
       return;
     }
     log_->warn("node {} answered an error: {}", cfg_.nodes[node].to_string(), text);

@@ -191,7 +191,8 @@ class lock_engine {
                     timer_kind kind);
   void begin_round(std::uint32_t slot, op_phase phase, request_kind kind);
   void send_round(std::uint32_t slot, request_kind kind);
-  void send_command(std::size_t node, std::uint32_t slot, request_kind kind, bool by_sha);
+  // Formats the request of a round into command_.
+  void format_command(std::uint32_t slot, request_kind kind, bool by_sha);
   void release_everywhere(std::string_view key, const owner_id& owner);
   // Commands nobody waits for: formatted into scratch_, then sent to one node at a time.
   void format_release(std::string_view key, const owner_id& owner);
@@ -242,7 +243,8 @@ class lock_engine {
   std::uint64_t next_serial_ = 1;
   std::priority_queue<deadline_entry, std::vector<deadline_entry>, std::greater<>> deadlines_;
   std::optional<clock_type::time_point> armed_;
-  std::string scratch_; // reused buffer for formatting commands
+  std::string scratch_; // reused buffer for unawaited commands
+  std::string command_; // the current round's command, the same for every node
 
   // Waiters per resource key, first come first served: (slot, serial).
   std::unordered_map<std::string, std::deque<std::pair<std::uint32_t, std::uint64_t>>> queues_;
