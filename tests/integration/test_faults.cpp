@@ -33,7 +33,7 @@ void check_noquorum(const std::string& reply) {
 
 } // namespace
 
-TEST_CASE("two masters down: LOCK still succeeds; three down: NOQUORUM, nothing left locked",
+TEST_CASE("two masters down: LOCK still succeeds - three down: NOQUORUM, nothing left locked",
           "[integration]") {
   fleet_and_daemon env(short_ttls);
   auto c = env.client();
@@ -110,7 +110,7 @@ TEST_CASE("three masters down at once: NOQUORUM and no key left on the live ones
   CHECK(c.request("PING") == "PONG");
 }
 
-TEST_CASE("BUSY needs more than N - quorum refusals; failed attempts are released everywhere",
+TEST_CASE("BUSY needs more than N - quorum refusals - failed attempts are released everywhere",
           "[integration]") {
   fleet_and_daemon env(short_ttls);
   auto c = env.client();

@@ -64,7 +64,7 @@ TEST_CASE("a partial line that never ends is cut off", "[integration][limits]") 
   CHECK(lock_keys(env.fleet).empty());
 }
 
-TEST_CASE("a client that never reads its replies stops being read; others are served",
+TEST_CASE("a client that never reads its replies stops being read - others are served",
           "[integration][limits]") {
   fleet_and_daemon env;
   line_client hog = env.client();

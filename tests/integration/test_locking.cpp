@@ -96,7 +96,7 @@ TEST_CASE("independent resources do not exclude each other", "[integration]") {
   CHECK(nodes_holding(env.fleet, "b", b->owner).size() >= 3);
 }
 
-TEST_CASE("EXTEND raises the TTL on the masters; a wrong owner cannot", "[integration]") {
+TEST_CASE("EXTEND raises the TTL on the masters - a wrong owner cannot", "[integration]") {
   fleet_and_daemon env;
   auto c = env.client();
   const auto grant = parse_lock_ok(c.request("LOCK res 1000"));
@@ -166,7 +166,7 @@ TEST_CASE("the TTL frees the lock", "[integration]") {
   CHECK(nodes_holding(env.fleet, "res", next->owner).size() >= 3);
 }
 
-TEST_CASE("every lock key carries a TTL; only the fence key does not", "[integration]") {
+TEST_CASE("every lock key carries a TTL - only the fence key does not", "[integration]") {
   fleet_and_daemon env;
   auto c = env.client();
   std::vector<lock_grant> grants;

@@ -89,7 +89,7 @@ TEST_CASE("INFO counters count the outcomes", "[integration]") {
   CHECK(info.at("fence_high_water").get<std::uint64_t>() >= grant->fence);
 }
 
-TEST_CASE("every parser error code over TCP; the connection stays usable", "[integration]") {
+TEST_CASE("every parser error code over TCP - the connection stays usable", "[integration]") {
   fleet_and_daemon env;
   auto c = env.client();
   const std::string long_resource(257, 'r');
@@ -306,7 +306,7 @@ TEST_CASE("binary garbage and NUL bytes do not crash the daemon", "[integration]
   CHECK(lock_keys(env.fleet).empty());
 }
 
-TEST_CASE("QUIT answers OK and closes; later requests are not answered", "[integration]") {
+TEST_CASE("QUIT answers OK and closes - later requests are not answered", "[integration]") {
   fleet_and_daemon env;
   {
     auto c = env.client();

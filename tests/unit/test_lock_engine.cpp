@@ -246,7 +246,7 @@ TEST_CASE("LOCK with 2 of 5 nodes down still succeeds", "[engine]") {
   CHECK(f.client->lines[1].starts_with("OK "));
 }
 
-TEST_CASE("nodes silent past the node timeout count as no; late replies are discarded",
+TEST_CASE("nodes silent past the node timeout count as no - late replies are discarded",
           "[engine]") {
   fixture f;
   f.engine.lock(lock_of("r", 10000), f.client, 1);

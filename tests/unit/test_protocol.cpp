@@ -152,7 +152,7 @@ TEST_CASE("verbs are case-insensitive", "[protocol]") {
   CHECK(std::holds_alternative<quit_request>(parse_ok("Quit")));
 }
 
-TEST_CASE("HELLO, INFO and QUIT take no arguments; AUTH takes exactly one", "[protocol]") {
+TEST_CASE("HELLO, INFO and QUIT take no arguments - AUTH takes exactly one", "[protocol]") {
   CHECK(std::holds_alternative<hello_request>(parse_ok("HELLO")));
   CHECK(std::holds_alternative<info_request>(parse_ok("INFO")));
   CHECK(std::holds_alternative<quit_request>(parse_ok("QUIT")));
