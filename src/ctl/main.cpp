@@ -5,10 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,15 +35,26 @@ commands:
   DUR is 250ms, 30s, 5m, 1h or plain milliseconds.
 
 run: the command runs directly (no shell) in its own process group, with REDLOCK_RESOURCE,
-REDLOCK_OWNER, REDLOCK_FENCE and REDLOCK_VALIDITY_MS set. If the lock is lost (LOST, or the
-daemon becomes unreachable), the group gets SIGTERM at once and SIGKILL after --kill-after
-(default: a quarter of the TTL, within the validity the daemon still guarantees then). The lock
-is released when the command exits.
+REDLOCK_OWNER, REDLOCK_FENCE and REDLOCK_VALIDITY_MS set. redlockctl keeps the lock's connection
+open and PINGs the daemon every TTL/8. If the lock is lost (LOST pushed, the connection breaks,
+or a PING goes unanswered for TTL/4), the whole group gets SIGTERM at once and SIGKILL after
+--kill-after (default TTL/4 - TTL/100 - 2ms: before the validity the daemon still guarantees
+runs out; a longer --kill-after lets the command outlive its lock). Signals INT, TERM and HUP
+sent to redlockctl are passed on to the group. When the command exits, anything it left in its
+group is stopped the same way, then the lock is released. If redlockctl itself is killed, the
+command gets SIGKILL.
 
-exit codes: 0 ok, 1 busy, 2 no quorum, 3 not held, 4 refused by the daemon (ERR),
-            5 daemon unreachable or no reply, 64 bad usage.
-  run:      the command's exit code (128+N if killed by signal N); 1 busy, 2 no quorum,
-            125 other failure before the command ran, 126 not executable, 127 not found.
+exit codes:
+  0    ok
+  1    busy: the lock is held by someone else (BUSY, also after --wait ran out)
+  2    no quorum: too few Redis masters reachable (NOQUORUM)
+  3    not held (NOTHELD: UNLOCK or EXTEND with an owner that does not hold the lock)
+  4    the daemon refused the request (ERR ..., printed to stderr)
+  5    cannot reach the daemon, connection lost, or no reply within the timeout
+  64   bad usage
+ run:  the command's exit code, 128+N if a signal N ended it (143 SIGTERM, 137 SIGKILL after
+       the lock was lost); 1 busy, 2 no quorum, 125 any other failure before the command ran,
+       126 command not executable, 127 command not found.
 )";
 
 struct usage_error : std::runtime_error {
@@ -71,34 +84,53 @@ std::string ms(std::chrono::milliseconds d) {
   return std::to_string(d.count());
 }
 
+// A readable INFO: fields the daemon does not send are left out.
 void print_info(const std::string& json_text) {
   const auto info = nlohmann::json::parse(json_text, nullptr, false);
-  if (info.is_discarded()) {
+  if (info.is_discarded() || !info.is_object()) {
     std::cout << json_text << "\n";
     return;
   }
-  auto field = [&](const char* name) -> std::string {
-    if (!info.contains(name))
-      return "?";
-    return info[name].is_string() ? info[name].get<std::string>() : info[name].dump();
+  auto text = [](const nlohmann::json& value) {
+    return value.is_string() ? value.get<std::string>() : value.dump();
   };
-  std::cout << "redlockd " << field("version") << ", up " << field("uptime_s") << " s, quorum "
-            << field("quorum") << "\n";
-  if (info.contains("nodes"))
+  auto line = [&](std::initializer_list<std::pair<const char*, const char*>> fields) {
+    std::string out;
+    for (const auto& [key, label] : fields)
+      if (info.contains(key))
+        out += (out.empty() ? "" : ", ") + std::string(label) + text(info[key]);
+    if (!out.empty())
+      std::cout << out << "\n";
+  };
+  std::cout << "redlockd" << (info.contains("version") ? " " + text(info["version"]) : "") << "\n";
+  if (info.contains("uptime_s"))
+    std::cout << "up " << text(info["uptime_s"]) << " s" << (info.contains("quorum") ? ", " : "\n");
+  line({{"quorum", "quorum "}});
+  if (info.contains("nodes") && info["nodes"].is_array()) {
+    std::cout << "nodes:\n";
     for (const auto& node : info["nodes"]) {
-      std::cout << "  " << node.value("address", "?") << "  " << node.value("state", "?");
-      if (node.value("rtt_us", -1) >= 0)
-        std::cout << "  rtt " << node.value("rtt_us", -1) << " us";
-      if (node.value("quarantined_ms", 0) > 0)
-        std::cout << "  (" << node.value("quarantined_ms", 0) << " ms of quarantine left)";
+      if (!node.is_object())
+        continue;
+      std::cout << "  " << (node.contains("address") ? text(node["address"]) : "?");
+      if (node.contains("state"))
+        std::cout << "  " << text(node["state"]);
+      if (node.contains("rtt_us") && node["rtt_us"].is_number() && node["rtt_us"] >= 0)
+        std::cout << "  rtt " << text(node["rtt_us"]) << " us";
+      if (node.contains("quarantined_ms") && node["quarantined_ms"].is_number() &&
+          node["quarantined_ms"] > 0)
+        std::cout << "  quarantined " << text(node["quarantined_ms"]) << " ms more";
       std::cout << "\n";
     }
-  std::cout << "clients " << field("clients") << ", waiters " << field("waiters") << ", keep locks "
-            << field("keep_locks") << ", fence high water " << field("fence_high_water") << "\n";
+  }
+  line({{"clients", "clients "},
+        {"waiters", "waiters "},
+        {"keep_locks", "keep locks "},
+        {"operations_in_flight", "in flight "}});
+  line({{"fence_high_water", "fence high water "}, {"max_ttl_granted", "max ttl granted ms "}});
   if (info.contains("counters") && info["counters"].is_object()) {
     std::cout << "counters:";
     for (const auto& [name, value] : info["counters"].items())
-      std::cout << " " << name << "=" << value.dump();
+      std::cout << " " << name << "=" << text(value);
     std::cout << "\n";
   }
 }
@@ -122,6 +154,8 @@ int run(std::vector<std::string> args) {
     else
       throw usage_error("unknown option " + args[i]);
   }
+  if (timeout.count() <= 0)
+    throw usage_error("--timeout must be more than 0");
   if (i == args.size())
     throw usage_error("no command");
   const std::string command = args[i++];
@@ -241,5 +275,8 @@ int main(int argc, char** argv) {
   } catch (const usage_error& e) {
     std::cerr << "redlockctl: " << e.what() << "\n(see redlockctl --help)\n";
     return code::usage;
+  } catch (const std::exception& e) {
+    std::cerr << "redlockctl: " << e.what() << "\n";
+    return code::unreachable;
   }
 }

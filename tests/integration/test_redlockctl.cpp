@@ -1,12 +1,20 @@
 // redlockctl against the real daemon: output, exit codes, and `run` supervising a command.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <atomic>
 #include <chrono>
 #include <csignal>
+#include <deque>
 #include <fstream>
+#include <mutex>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sstream>
 #include <string>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "test_env.hpp"
@@ -29,6 +37,148 @@ std::vector<std::string> lines_of(const std::string& path) {
   for (std::string line; std::getline(in, line);)
     out.push_back(line);
   return out;
+}
+
+// Gone, or a zombie nobody of ours has to reap (after redlockctl itself was killed).
+bool process_gone(int pid) {
+  if (::kill(pid, 0) != 0)
+    return true;
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+}
+
+int pid_in(const std::string& path) {
+  REQUIRE(eventually([&] { return !lines_of(path).empty() && !lines_of(path)[0].empty(); }, 10s));
+  return std::stoi(lines_of(path).front());
+}
+
+// A scripted stand-in for redlockd on a free port: grants every LOCK, answers PING unless told to
+// be silent, and pushes lines or drops the connection on demand, so that `run`'s reactions can be
+// checked exactly, without waiting for a real fleet to fail.
+class fake_daemon {
+ public:
+  fake_daemon() {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) == 0);
+    REQUIRE(::listen(listen_fd_, 8) == 0);
+    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~fake_daemon() {
+    stop_ = true;
+    thread_.join();
+    if (conn_fd_ >= 0)
+      ::close(conn_fd_);
+    ::close(listen_fd_);
+  }
+  fake_daemon(const fake_daemon&) = delete;
+  fake_daemon& operator=(const fake_daemon&) = delete;
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  void push(const std::string& line) {
+    std::lock_guard lock(mutex_);
+    outbox_.push_back(line + "\n");
+  }
+  void drop() { drop_ = true; }
+  void set_silent(bool silent) { silent_ = silent; }
+  std::vector<std::string> received() {
+    std::lock_guard lock(mutex_);
+    return received_;
+  }
+  bool received_verb(const std::string& verb) {
+    for (const auto& line : received())
+      if (line.rfind(verb, 0) == 0)
+        return true;
+    return false;
+  }
+
+ private:
+  void serve() {
+    std::string buffer;
+    while (!stop_) {
+      pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {conn_fd_, POLLIN, 0}};
+      ::poll(fds, conn_fd_ >= 0 ? 2 : 1, 10);
+      if ((fds[0].revents & POLLIN) && conn_fd_ < 0) {
+        conn_fd_ = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        buffer.clear();
+      }
+      if (conn_fd_ < 0)
+        continue;
+      if (drop_.exchange(false)) {
+        ::close(conn_fd_);
+        conn_fd_ = -1;
+        continue;
+      }
+      std::string out;
+      {
+        std::lock_guard lock(mutex_);
+        for (const auto& line : outbox_)
+          out += line;
+        outbox_.clear();
+      }
+      if (fds[1].revents & (POLLIN | POLLHUP)) {
+        char chunk[4096];
+        const ssize_t n = ::recv(conn_fd_, chunk, sizeof chunk, 0);
+        if (n <= 0) {
+          ::close(conn_fd_);
+          conn_fd_ = -1;
+          continue;
+        }
+        buffer.append(chunk, static_cast<std::size_t>(n));
+        for (auto lf = buffer.find('\n'); lf != std::string::npos; lf = buffer.find('\n')) {
+          const std::string line = buffer.substr(0, lf);
+          buffer.erase(0, lf + 1);
+          {
+            std::lock_guard lock(mutex_);
+            received_.push_back(line);
+          }
+          out += answer(line);
+        }
+      }
+      if (!out.empty()) [[maybe_unused]]
+        const auto n = ::send(conn_fd_, out.data(), out.size(), MSG_NOSIGNAL);
+    }
+  }
+
+  std::string answer(const std::string& line) {
+    std::istringstream words(line);
+    std::string verb, resource, ttl;
+    words >> verb >> resource >> ttl;
+    if (verb == "LOCK")
+      return "OK " + std::string(40, 'a') + " 42 " + std::to_string(std::stoll(ttl) - 1) + "\n";
+    if (verb == "PING")
+      return silent_ ? "" : "PONG\n";
+    if (verb == "UNLOCK" || verb == "QUIT")
+      return "OK\n";
+    return "ERR UNKNOWN_COMMAND fake\n";
+  }
+
+  int listen_fd_ = -1;
+  int conn_fd_ = -1; // one client at a time is all these tests need
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> drop_{false};
+  std::atomic<bool> silent_{false};
+  std::mutex mutex_;
+  std::deque<std::string> outbox_;
+  std::vector<std::string> received_;
+  std::thread thread_;
+};
+
+std::vector<std::string> run_args(const fake_daemon& fake, const std::string& ttl,
+                                  std::vector<std::string> tail,
+                                  std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"--addr", fake.address(), "run", "res", "--ttl", ttl};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back("--");
+  args.insert(args.end(), tail.begin(), tail.end());
+  return args;
 }
 
 } // namespace
@@ -138,4 +288,166 @@ TEST_CASE("redlockctl run kills the command when the lock is lost", "[integratio
   CHECK((*status == 128 + SIGTERM || *status == 128 + SIGKILL));
   CHECK(::kill(child, 0) == -1);                                              // the command is gone
   CHECK(read_file(dir.path() / "run.log").find("lost") != std::string::npos); // and says why
+}
+
+TEST_CASE("redlockctl run kills the command when the daemon dies", "[integration][redlockctl]") {
+  fleet_and_daemon env;
+  temp_dir dir;
+  const std::string pid_file = dir.path().string() + "/child.pid";
+  child_process run(ctl,
+                    with_addr(env.daemon, {"run", "orphaned", "--ttl", "3s", "--", "sh", "-c",
+                                           "echo $$ > " + pid_file + "; exec sleep 30"}),
+                    dir.path() / "run.log");
+  const int child = pid_in(pid_file);
+  env.daemon.kill();
+  const auto status = run.wait_for(10s);
+  REQUIRE(status);
+  CHECK((*status == 128 + SIGTERM || *status == 128 + SIGKILL));
+  CHECK(process_gone(child));
+  CHECK(read_file(dir.path() / "run.log").find("lost") != std::string::npos);
+}
+
+// The rest drive `run` against a scripted daemon, to check each reaction on its own.
+
+TEST_CASE("run: LOST stops the command's whole group and skips UNLOCK",
+          "[integration][redlockctl]") {
+  fake_daemon fake;
+  temp_dir dir;
+  const std::string leader = dir.path().string() + "/leader.pid";
+  const std::string member = dir.path().string() + "/member.pid";
+  child_process run(
+      ctl,
+      run_args(fake, "10s",
+               {"sh", "-c", "sleep 30 & echo $! > " + member + "; echo $$ > " + leader + "; wait"}),
+      dir.path() / "run.log");
+  const int leader_pid = pid_in(leader);
+  const int member_pid = pid_in(member);
+  fake.push("LOST res " + std::string(40, 'a'));
+  const auto status = run.wait_for(10s);
+  REQUIRE(status);
+  CHECK(*status == 128 + SIGTERM);
+  CHECK(process_gone(leader_pid));
+  CHECK(process_gone(member_pid)); // SIGTERM went to the group, not just the leader
+  CHECK(read_file(dir.path() / "run.log").find("lost") != std::string::npos);
+  CHECK_FALSE(fake.received_verb("UNLOCK")); // the lock is not ours any more
+  CHECK(fake.received_verb("LOCK res 10000 KEEP"));
+}
+
+TEST_CASE("run: a command that ignores SIGTERM gets SIGKILL after --kill-after",
+          "[integration][redlockctl]") {
+  fake_daemon fake;
+  temp_dir dir;
+  const std::string leader = dir.path().string() + "/leader.pid";
+  child_process run(
+      ctl,
+      run_args(fake, "10s",
+               {"sh", "-c", "trap '' TERM; echo $$ > " + leader + "; while :; do sleep 0.05; done"},
+               {"--kill-after", "400ms"}),
+      dir.path() / "run.log");
+  const int leader_pid = pid_in(leader);
+  const auto lost_at = std::chrono::steady_clock::now();
+  fake.push("LOST res " + std::string(40, 'a'));
+  const auto status = run.wait_for(10s);
+  REQUIRE(status);
+  CHECK(*status == 128 + SIGKILL);
+  // SIGKILL only once the grace ran out (a lower bound, not a speed).
+  CHECK(std::chrono::steady_clock::now() - lost_at >= 400ms);
+  CHECK(process_gone(leader_pid));
+}
+
+TEST_CASE("run: a dropped connection stops the command", "[integration][redlockctl]") {
+  fake_daemon fake;
+  temp_dir dir;
+  const std::string leader = dir.path().string() + "/leader.pid";
+  child_process run(ctl,
+                    run_args(fake, "10s", {"sh", "-c", "echo $$ > " + leader + "; exec sleep 30"}),
+                    dir.path() / "run.log");
+  const int leader_pid = pid_in(leader);
+  fake.drop();
+  const auto status = run.wait_for(10s);
+  REQUIRE(status);
+  CHECK(*status == 128 + SIGTERM);
+  CHECK(process_gone(leader_pid));
+  CHECK(read_file(dir.path() / "run.log").find("closed the connection") != std::string::npos);
+}
+
+TEST_CASE("run: a daemon that stops answering PING is taken as lost", "[integration][redlockctl]") {
+  fake_daemon fake;
+  temp_dir dir;
+  const std::string leader = dir.path().string() + "/leader.pid";
+  child_process run(
+      ctl, run_args(fake, "800ms", {"sh", "-c", "echo $$ > " + leader + "; exec sleep 30"}),
+      dir.path() / "run.log");
+  const int leader_pid = pid_in(leader);
+  REQUIRE(eventually([&] { return fake.received_verb("PING"); }, 10s)); // the heartbeat runs
+  CHECK(run.running());
+  fake.set_silent(true);
+  const auto status = run.wait_for(10s);
+  REQUIRE(status);
+  CHECK(*status == 128 + SIGTERM);
+  CHECK(process_gone(leader_pid));
+  CHECK(read_file(dir.path() / "run.log").find("did not answer a PING") != std::string::npos);
+}
+
+TEST_CASE("run: processes the command leaves behind are stopped before UNLOCK",
+          "[integration][redlockctl]") {
+  fake_daemon fake;
+  temp_dir dir;
+  const std::string member = dir.path().string() + "/member.pid";
+  const auto status = run_command(
+      ctl, run_args(fake, "10s", {"sh", "-c", "sleep 30 & echo $! > " + member + "; exit 3"}), 20s);
+  CHECK(status.status == 3);
+  const int member_pid = pid_in(member);
+  CHECK(process_gone(member_pid));
+  CHECK(fake.received_verb("UNLOCK res " + std::string(40, 'a')));
+  CHECK(status.err.find("left processes") != std::string::npos);
+}
+
+TEST_CASE("run: SIGTERM to redlockctl goes to the command, which ends it - then UNLOCK",
+          "[integration][redlockctl]") {
+  fake_daemon fake;
+  temp_dir dir;
+  const std::string leader = dir.path().string() + "/leader.pid";
+  child_process run(ctl,
+                    run_args(fake, "10s", {"sh", "-c", "echo $$ > " + leader + "; exec sleep 30"}),
+                    dir.path() / "run.log");
+  const int leader_pid = pid_in(leader);
+  run.signal(SIGTERM); // redlockctl's own group: the command is in another one
+  const auto status = run.wait_for(10s);
+  REQUIRE(status);
+  CHECK(*status == 128 + SIGTERM);
+  CHECK(process_gone(leader_pid));
+  CHECK(fake.received_verb("UNLOCK res"));
+}
+
+TEST_CASE("run: the command dies with redlockctl", "[integration][redlockctl]") {
+  fake_daemon fake;
+  temp_dir dir;
+  const std::string leader = dir.path().string() + "/leader.pid";
+  child_process run(ctl,
+                    run_args(fake, "10s", {"sh", "-c", "echo $$ > " + leader + "; exec sleep 30"}),
+                    dir.path() / "run.log");
+  const int leader_pid = pid_in(leader);
+  run.kill(); // SIGKILL: no chance to clean up, the kernel must do it
+  CHECK(eventually([&] { return process_gone(leader_pid); }, 5s));
+}
+
+TEST_CASE("run: exit codes before the command runs", "[integration][redlockctl]") {
+  fleet_and_daemon env;
+  const auto held = run_command(ctl, with_addr(env.daemon, {"lock", "taken", "--ttl", "30s"}));
+  REQUIRE(held.status == 0);
+  const auto busy =
+      run_command(ctl, with_addr(env.daemon, {"run", "taken", "--wait", "100ms", "--", "true"}));
+  CHECK(busy.status == 1);
+  CHECK(busy.err.find("BUSY") != std::string::npos);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"run", "taken", "--ttl", "5", "--", "true"}))
+            .status == 125); // ERR BAD_TTL
+  CHECK(run_command(ctl, {"--addr", "127.0.0.1:1", "run", "x", "--", "true"}).status == 125);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"run", "free", "--", "/dev/null"})).status == 126);
+  env.fleet.kill(0);
+  env.fleet.kill(1);
+  env.fleet.kill(2);
+  const auto no_quorum = run_command(ctl, with_addr(env.daemon, {"run", "free", "--", "true"}));
+  CHECK(no_quorum.status == 2);
+  CHECK(no_quorum.err.find("NOQUORUM") != std::string::npos);
 }

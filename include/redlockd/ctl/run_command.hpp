@@ -34,9 +34,20 @@ struct run_options {
   std::chrono::milliseconds timeout{5'000};
 };
 
-// A KEEP lock is given up (LOST) while about a third of its TTL is valid; this leaves a margin
-// for drift and delivery.
+// How `run` watches its lock. The daemon pushes LOST while more than a third of the TTL is still
+// valid; while it is healthy a KEEP lock has about two thirds left. From either point, SIGKILL
+// after kill_after, and noticing a silent daemon within ping_every + silence_limit of its last
+// answer, stay inside what is left of the lock.
+struct supervision_timing {
+  std::chrono::milliseconds kill_after;    // SIGTERM -> SIGKILL of the command's group
+  std::chrono::milliseconds ping_every;    // heartbeat on the KEEP connection
+  std::chrono::milliseconds silence_limit; // an unanswered PING older than this: the lock is lost
+};
+
+// max(1ms, ttl/4 - drift), drift = ttl/100 + 2ms: a quarter, not a third, leaves a margin for
+// delivering LOST and for the kill itself.
 std::chrono::milliseconds default_kill_after(std::chrono::milliseconds ttl);
+supervision_timing timing_for(const run_options& options);
 
 // Takes the lock on `connection`, runs the command, returns the exit code redlockctl exits with.
 int run_under_lock(line_connection& connection, const run_options& options);
