@@ -185,6 +185,9 @@ struct daemon::impl final : node_io {
     s.lost = c.lost;
     s.renewed = c.renewed;
     s.fence_conflicts = c.fence_conflicts;
+    s.master_restarts = c.restarts;
+    s.master_clock_jumps = c.clock_jumps;
+    s.master_key_losses = c.key_losses;
     s.keep_locks = engine.keep_locks();
     s.waiters = engine.waiters();
     s.clients = server.clients();
@@ -240,7 +243,8 @@ struct daemon::impl final : node_io {
           {"delayed", c.delayed},
           {"fence_conflicts", c.fence_conflicts},
           {"restarts", c.restarts},
-          {"clock_jumps", c.clock_jumps}}},
+          {"clock_jumps", c.clock_jumps},
+          {"key_losses", c.key_losses}}},
         {"fence_high_water", engine.fence_high_water()},
         {"max_ttl_granted", engine.max_ttl_granted()},
         {"clients", server.clients()},

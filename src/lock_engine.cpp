@@ -15,6 +15,19 @@ namespace {
 // everything seen; only daemons racing on the same fleet make a round fail.
 constexpr unsigned max_fence_rounds = 4;
 
+std::uint32_t node_bit(std::size_t node) {
+  return std::uint32_t{1} << node;
+}
+
+// The nodes that voted yes, as a bit set (max_nodes fits in 32 bits).
+std::uint32_t yes_mask(const vote_tally& tally, std::size_t nodes) {
+  std::uint32_t mask = 0;
+  for (std::size_t node = 0; node < nodes; ++node)
+    if (tally.of(node) == vote::yes)
+      mask |= node_bit(node);
+  return mask;
+}
+
 // A waiter refused without a hint (or because nodes are down) tries again after this long.
 constexpr std::uint64_t default_retry_ms = 20;
 
@@ -212,6 +225,10 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.queued = false;
   op.keep = false;
   op.keep_started = false;
+  op.drain = false;
+  op.granted = 0;
+  op.expect_held = 0;
+  op.missing = 0;
   op.t0 = now_();
   op.requested_at = op.t0;
   return slot;
@@ -230,15 +247,26 @@ void lock_engine::finish(std::uint32_t slot, std::string line) {
   // A KEEP acquisition that did not become a KEEP lock gives its place back.
   if (op.kind == op_kind::lock && op.keep && !op.keep_started)
     release_keep_count(op);
-  op.phase = op_phase::idle;
-  op.generation = next_generation(op.generation);
   std::shared_ptr<reply_sink> sink = std::move(op.sink);
   const std::uint64_t seq = op.seq;
   if (op.kind == op_kind::lock && sink)
     acquire_latency_.record(now_() - op.requested_at);
-  free_slots_.push_back(slot);
+  if (op.drain && op.phase == op_phase::voting && op.tally.pending() > 0) {
+    // Answered at quorum; the slot stays until the other nodes have answered or timed out: the
+    // lease learns every node that granted it, and a node that lost the key is noticed.
+    op.phase = op_phase::draining;
+  } else {
+    free_slot(slot);
+  }
   if (sink && !line.empty())
     sink->deliver(seq, std::move(line));
+}
+
+void lock_engine::free_slot(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  op.phase = op_phase::idle;
+  op.generation = next_generation(op.generation);
+  free_slots_.push_back(slot);
 }
 
 void lock_engine::add_deadline(clock_type::time_point when, std::uint32_t slot, std::uint64_t stamp,
@@ -401,6 +429,7 @@ void lock_engine::unlock(const unlock_request& req, std::shared_ptr<reply_sink> 
   op.key.assign(cfg_.key_prefix).append(req.resource);
   std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
   op.ttl_ms = 0;
+  expect_lease(op);
   // An explicit UNLOCK of a KEEP lock ends its renewals whatever the nodes answer.
   if (const auto keep = keep_by_key_.find(op.key);
       keep != keep_by_key_.end() && keeps_[keep->second].owner == op.owner)
@@ -416,6 +445,7 @@ void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> 
   std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
   op.ttl_ms = req.ttl_ms;
   raise_max_ttl(op.ttl_ms);
+  expect_lease(op);
   begin_round(slot, op_phase::voting, request_kind::extend);
 }
 
@@ -478,7 +508,8 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
     return; // fire-and-forget release
   operation& op = slots_[tag.op];
   if (op.generation != tag.generation ||
-      (op.phase != op_phase::voting && op.phase != op_phase::fencing) ||
+      (op.phase != op_phase::voting && op.phase != op_phase::fencing &&
+       op.phase != op_phase::draining) ||
       op.tally.of(node) != vote::pending)
     return; // a late reply of an earlier round: its slot was kept, the answer is discarded
 
@@ -493,7 +524,7 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
     }
     log_->warn("node {} answered an error: {}", cfg_.nodes[node].to_string(), text);
     op.tally.record(node, vote::failed);
-    decide(tag.op);
+    after_vote(tag.op);
     return;
   }
 
@@ -537,8 +568,11 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
     break;
   }
   case request_kind::release:
-    if (const auto n = as_integer(reply))
+    if (const auto n = as_integer(reply)) {
       v = *n == 1 ? vote::yes : vote::no;
+      if (*n == -1)
+        op.missing |= node_bit(node);
+    }
     break;
   case request_kind::extend:
     if (array_size(reply) == 3 && !clock_ok(node, array_at(reply, 1), array_at(reply, 2))) {
@@ -546,11 +580,14 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
     } else if (const auto n = array_size(reply) == 3 ? as_integer(array_at(reply, 0))
                                                      : std::optional<std::int64_t>{}) {
       v = *n != 1 ? vote::no : validity_now(op) > 0 ? vote::yes : vote::failed;
+      if (*n == -1)
+        op.missing |= node_bit(node);
       if (v == vote::no && op.kind == op_kind::renew) {
         // The node lost a key of a lock that is still valid, without restarting (eviction,
         // FLUSHALL, a clock jump): what it says about expiry can no longer be trusted.
         const keep_lock& k = keeps_[op.keep_index];
         if (k.active && k.generation == op.keep_generation && now_() < k.valid_until) {
+          ++counters_.key_losses;
           log_->warn("node {} lost the key of a valid KEEP lock on '{}'",
                      cfg_.nodes[node].to_string(), op.key);
           quarantine(node, quarantine_reason::keyloss,
@@ -563,7 +600,49 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
     break;
   }
   op.tally.record(node, v);
-  decide(tag.op);
+  if (v == vote::yes && op.phase == op_phase::draining && op.kind == op_kind::lock)
+    if (const auto held = leases_.find(op.key);
+        held != leases_.end() && held->second.owner == op.owner)
+      held->second.granted |= node_bit(node);
+  after_vote(tag.op);
+}
+
+void lock_engine::after_vote(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  if (op.missing != 0)
+    judge_key_loss(op);
+  if (op.phase != op_phase::draining)
+    decide(slot);
+  else if (op.tally.pending() == 0)
+    free_slot(slot);
+}
+
+void lock_engine::expect_lease(operation& op) {
+  const auto held = leases_.find(op.key);
+  if (held == leases_.end() || held->second.owner != op.owner)
+    return;
+  op.expect_held = held->second.granted;
+  op.expect_until = held->second.valid_until;
+  op.drain = op.expect_held != 0;
+}
+
+void lock_engine::judge_key_loss(operation& op) {
+  // A node that granted this lease says the key is gone while the lease is still valid, and
+  // another node still holds it for the same owner (so it was not released elsewhere): the node
+  // lost a live key without restarting (eviction, FLUSHALL, a clock jump).
+  const std::uint32_t lost = op.missing & op.expect_held;
+  if (lost == 0 || op.tally.yes() == 0 || now_() >= op.expect_until)
+    return;
+  op.missing &= ~lost;
+  for (std::size_t node = 0; node < node_count_; ++node) {
+    if ((lost & node_bit(node)) == 0)
+      continue;
+    ++counters_.key_losses;
+    log_->warn("node {} lost the key of a valid lock on '{}'", cfg_.nodes[node].to_string(),
+               op.key);
+    quarantine(node, quarantine_reason::keyloss,
+               std::chrono::milliseconds(std::max(max_ttl_granted_, op.ttl_ms)));
+  }
 }
 
 bool lock_engine::clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros) {
@@ -582,10 +661,11 @@ void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
     return;
   operation& op = slots_[tag.op];
   if (op.generation != tag.generation ||
-      (op.phase != op_phase::voting && op.phase != op_phase::fencing))
+      (op.phase != op_phase::voting && op.phase != op_phase::fencing &&
+       op.phase != op_phase::draining))
     return;
   if (op.tally.record(node, vote::failed))
-    decide(tag.op);
+    after_vote(tag.op);
 }
 
 bool lock_engine::expired(const deadline_entry& entry) const {
@@ -593,7 +673,8 @@ bool lock_engine::expired(const deadline_entry& entry) const {
   case timer_kind::round: {
     const operation& op = slots_[entry.slot];
     return op.generation != entry.stamp ||
-           (op.phase != op_phase::voting && op.phase != op_phase::fencing);
+           (op.phase != op_phase::voting && op.phase != op_phase::fencing &&
+            op.phase != op_phase::draining);
   }
   case timer_kind::wait_retry:
   case timer_kind::wait_expiry: {
@@ -613,7 +694,7 @@ void lock_engine::fire(const deadline_entry& entry) {
     operation& op = slots_[entry.slot];
     for (std::size_t node = 0; node < node_count_; ++node)
       op.tally.record(node, vote::failed);
-    decide(entry.slot);
+    after_vote(entry.slot);
     return;
   }
   case timer_kind::wait_retry:
@@ -707,6 +788,13 @@ void lock_engine::decide(std::uint32_t slot) {
     const std::int64_t validity = reached ? validity_now(op) : 0;
     if (validity > 0) {
       ++counters_.extended;
+      if (const auto held = leases_.find(op.key);
+          held != leases_.end() && held->second.owner == op.owner) {
+        const clock_type::time_point now = now_();
+        held->second.expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
+        held->second.valid_until = now + std::chrono::milliseconds(validity);
+        held->second.granted = yes_mask(op.tally, node_count_);
+      }
       finish(slot, format_extend_ok(validity));
     } else if (op.tally.refused_by_majority()) {
       ++counters_.notheld;
@@ -723,6 +811,7 @@ void lock_engine::decide(std::uint32_t slot) {
 void lock_engine::decide_lock(std::uint32_t slot) {
   operation& op = slots_[slot];
   if (op.tally.state() == vote_tally::outcome::reached) {
+    op.granted = yes_mask(op.tally, node_count_); // a fencing round resets the tally
     if (op.fence.conflict()) {
       // A granting node had seen this token or a larger one: another daemon handed out tokens,
       // or this one restarted. Propose above everything seen, in a round of its own.
@@ -787,8 +876,10 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   ++counters_.acquired;
   if (op.keep)
     start_keep(slot, validity);
-  else if (cfg_.lock_delay_ms > 0) {
-    leases_[op.key] = {op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms)};
+  else {
+    leases_[op.key] = {op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
+                       now_() + std::chrono::milliseconds(validity), op.granted};
+    op.drain = true; // grants that come after the reply belong to the lease too
     sweep_delays();
   }
   finish(slot, format_lock_ok(view(op.owner), op.fence.proposed(), validity));

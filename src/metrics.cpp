@@ -81,6 +81,14 @@ std::string render_metrics(const metrics_snapshot& s) {
   family(out, "redlockd_fence_conflicts_total", "counter",
          "Acquisitions that needed a second fencing round.");
   sample(out, "redlockd_fence_conflicts_total", "", std::to_string(s.fence_conflicts));
+  family(out, "redlockd_master_faults_total", "counter",
+         "Master faults detected, each of which quarantined the master.");
+  sample(out, "redlockd_master_faults_total", label("kind", "restart"),
+         std::to_string(s.master_restarts));
+  sample(out, "redlockd_master_faults_total", label("kind", "clock_jump"),
+         std::to_string(s.master_clock_jumps));
+  sample(out, "redlockd_master_faults_total", label("kind", "key_loss"),
+         std::to_string(s.master_key_losses));
 
   if (s.acquire_latency != nullptr) {
     const latency_histogram& h = *s.acquire_latency;

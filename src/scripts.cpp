@@ -22,17 +22,22 @@ constexpr std::string_view acquire_source =
                       "end\n"
                       "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
-// KEYS: lock key. ARGV: owner. 1 if deleted, 0 if the key holds another owner or is gone.
+// KEYS: lock key. ARGV: owner. 1 if deleted, 0 if the key holds another owner, -1 if it is gone
+// (the daemon tells a lost key from a lock taken over by someone else).
 constexpr std::string_view release_source =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
-    "return 0\n";
+    "local v = redis.call('get', KEYS[1])\n"
+    "if v == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
+    "if v then return 0 end\n"
+    "return -1\n";
 
-// KEYS: lock key. ARGV: owner, ttl ms. {1 if the TTL was set or 0 if not held by owner, TIME}.
-constexpr std::string_view extend_source = "local t = redis.call('time')\n"
-                                           "local n = 0\n"
-                                           "if redis.call('get', KEYS[1]) == ARGV[1] then n = "
-                                           "redis.call('pexpire', KEYS[1], ARGV[2]) end\n"
-                                           "return {n, t[1], t[2]}\n";
+// KEYS: lock key. ARGV: owner, ttl ms. {1 if the TTL was set, 0 if another owner holds the key,
+// -1 if it is gone, TIME}.
+constexpr std::string_view extend_source =
+    "local t = redis.call('time')\n"
+    "local v = redis.call('get', KEYS[1])\n"
+    "local n = -1\n"
+    "if v == ARGV[1] then n = redis.call('pexpire', KEYS[1], ARGV[2]) elseif v then n = 0 end\n"
+    "return {n, t[1], t[2]}\n";
 
 // KEYS: fence key. ARGV: proposed token. Stores max(counter, token), returns the previous counter.
 constexpr std::string_view fence_bump_source =

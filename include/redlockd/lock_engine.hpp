@@ -71,6 +71,7 @@ struct engine_counters {
   std::uint64_t fence_conflicts = 0; // acquisitions that needed a second fencing round
   std::uint64_t restarts = 0;        // master restarts detected (each quarantined)
   std::uint64_t clock_jumps = 0;     // forward clock jumps of masters detected
+  std::uint64_t key_losses = 0;      // live lock keys a master lost without restarting
   std::uint64_t delayed = 0;         // LOCKs refused by lock-delay
 };
 
@@ -132,7 +133,9 @@ class lock_engine {
 
  private:
   enum class op_kind : std::uint8_t { lock, unlock, extend, renew };
-  enum class op_phase : std::uint8_t { idle, waiting, voting, fencing };
+  // draining: an UNLOCK or EXTEND already answered, still collecting the remaining nodes' replies
+  // to see whether one of them lost a key it should hold.
+  enum class op_phase : std::uint8_t { idle, waiting, voting, fencing, draining };
 
   struct operation {
     std::uint32_t generation = 1; // changes with every round, so stale replies do not match
@@ -158,6 +161,14 @@ class lock_engine {
     std::string last_failure;          // the reply to give if the wait runs out
     std::uint32_t keep_index = 0;      // renew: which KEEP lock
     std::uint32_t keep_generation = 0; // renew: that lock's generation when the renewal began
+    // Key-loss detection. lock: the nodes that granted in the voting round. unlock and extend:
+    // the nodes that granted the lease this daemon gave for (key, owner), if it is still valid
+    // until expect_until, and the nodes that answered that the key is gone.
+    bool drain = false; // after the reply, collect the other nodes' answers (phase draining)
+    std::uint32_t granted = 0;
+    std::uint32_t expect_held = 0;
+    clock_type::time_point expect_until{};
+    std::uint32_t missing = 0;
   };
 
   // A lock bound to a client connection, renewed by the daemon.
@@ -186,6 +197,9 @@ class lock_engine {
 
   std::uint32_t allocate(op_kind kind, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void finish(std::uint32_t slot, std::string line);
+  void free_slot(std::uint32_t slot);
+  // After a node's vote: key-loss check, then the decision (or the end of draining).
+  void after_vote(std::uint32_t slot);
   void release_keep_count(const operation& op);
   void add_deadline(clock_type::time_point when, std::uint32_t slot, std::uint64_t stamp,
                     timer_kind kind);
@@ -222,6 +236,8 @@ class lock_engine {
   // quarantine
   bool eligible(std::size_t node);
   bool clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros);
+  void expect_lease(operation& op);
+  void judge_key_loss(operation& op);
   void quarantine(std::size_t node, quarantine_reason reason, std::chrono::milliseconds length);
   void raise_max_ttl(std::uint64_t ttl_ms);
   // lock-delay
@@ -254,10 +270,13 @@ class lock_engine {
   std::unordered_map<std::string, std::uint32_t> keep_by_key_;
   // KEEP locks and KEEP acquisitions in flight per client, for max_keep_locks_per_connection.
   std::unordered_map<const reply_sink*, std::uint32_t> keeps_per_client_;
-  // lock-delay: plain leases granted here (key -> owner, expiry), and keys refused until a time.
+  // Plain leases granted here (key -> owner, expiry, validity given, nodes that granted): for
+  // lock-delay and to notice a node that lost a key it should hold. Keys refused until a time.
   struct lease {
     owner_id owner;
     clock_type::time_point expires;
+    clock_type::time_point valid_until;
+    std::uint32_t granted = 0;
   };
   std::unordered_map<std::string, lease> leases_;
   std::unordered_map<std::string, clock_type::time_point> delays_;

@@ -95,3 +95,24 @@ TEST_CASE("FLUSHALL under a KEEP lock quarantines that master at the next renewa
   CHECK_FALSE(keeper.try_read_line(300ms));
   CHECK(nodes_holding(env.fleet, "kept", grant->owner).size() >= 3);
 }
+
+TEST_CASE("FLUSHALL under a plain lock quarantines that master at the holder's EXTEND or UNLOCK",
+          "[integration][quarantine]") {
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  const bool at_unlock = GENERATE(false, true);
+  CAPTURE(at_unlock);
+  const auto grant = parse_lock_ok(holder.request("LOCK ledger 30000"));
+  REQUIRE(grant);
+  // Every master has granted it before one of them loses it.
+  REQUIRE(eventually([&] { return nodes_holding(env.fleet, "ledger", grant->owner).size() == 5; }));
+  env.fleet.run(1, "FLUSHALL");
+  const std::string reply = at_unlock ? holder.request("UNLOCK ledger " + grant->owner)
+                                      : holder.request("EXTEND ledger " + grant->owner + " 30000");
+  CHECK((reply == "OK" || reply.starts_with("OK ")));
+  CHECK(eventually(
+      [&] { return node_state(env.daemon.info(), env.fleet.address(1)) == "quarantined:keyloss"; },
+      3s));
+  CHECK(node_state(env.daemon.info(), env.fleet.address(0)) == "ok");
+  CHECK(env.daemon.info().at("counters").at("key_losses") == 1);
+}

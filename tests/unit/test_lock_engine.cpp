@@ -198,12 +198,15 @@ TEST_CASE("LOCK goes to every node at once and answers at quorum", "[engine]") {
   CHECK(acquires[0].bytes.find(reply[1]) != std::string::npos);
   CHECK(f.nodes.of(request_kind::release).empty());
   CHECK(f.engine.counters().acquired == 1);
-  CHECK(f.engine.operations_in_flight() == 0);
 
-  // The 4th and 5th answers arrive late and change nothing.
+  // The 4th and 5th answers arrive late and change nothing for the client; the slot is given
+  // back once every node has answered.
+  CHECK(f.engine.operations_in_flight() == 1);
   f.answer(2, request_kind::acquire, granted(0));
   f.answer(4, request_kind::acquire, refused(50));
   CHECK(f.client->lines.size() == 1);
+  CHECK(f.engine.operations_in_flight() == 0);
+  CHECK(f.nodes.of(request_kind::release).empty());
 }
 
 TEST_CASE("LOCK fails as soon as a majority refused, and releases on all nodes", "[engine]") {
@@ -398,6 +401,9 @@ TEST_CASE("operation slots are reused", "[engine]") {
     f.engine.lock(lock_of("r", 10000), f.client, seq);
     for (std::size_t node = 0; node < 3; ++node)
       f.answer(node, request_kind::acquire, granted(0));
+    // Answered; the slot waits for the two silent nodes until the node timeout.
+    CHECK(f.engine.operations_in_flight() == 1);
+    f.advance(51ms);
   }
   CHECK(f.client->lines.size() == 100);
   CHECK(f.engine.operations_in_flight() == 0);
@@ -765,4 +771,83 @@ TEST_CASE("a clock that runs with the daemon's, or falls behind, is fine", "[eng
   f.now += 1s;
   CHECK(f.engine.on_node_time(0, 900, 0)); // backward: logged, not quarantined
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
+}
+
+namespace {
+
+// Locks "k" with a 10 s TTL, granted by every node; returns the owner handed out.
+std::string lock_everywhere(fixture& f, std::uint64_t seq) {
+  f.engine.lock(lock_of("k", 10000), f.client, seq);
+  f.answer_all(request_kind::acquire, granted(0));
+  REQUIRE(f.client->lines[seq].starts_with("OK "));
+  return words(f.client->lines[seq])[1];
+}
+
+} // namespace
+
+TEST_CASE("a master that lost the key of a valid lock is noticed at UNLOCK, after the reply",
+          "[engine][quarantine]") {
+  fixture f;
+  const std::string owner = lock_everywhere(f, 1);
+  f.now += 1s;
+  f.engine.unlock(unlock_request{"k", owner}, f.client, 2);
+  f.answer(0, request_kind::release, ":1\r\n");
+  f.answer(1, request_kind::release, ":1\r\n");
+  f.answer(2, request_kind::release, ":1\r\n");
+  CHECK(f.client->lines[2] == "OK\n");           // answered at quorum, not held up by the others
+  f.answer(3, request_kind::release, ":-1\r\n"); // FLUSHALL or eviction on node 3
+  f.answer(4, request_kind::release, ":1\r\n");
+  CHECK(f.engine.status_of(3).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::none);
+  CHECK(f.engine.counters().key_losses == 1);
+  CHECK(f.engine.operations_in_flight() == 0); // the drained slot was given back
+}
+
+TEST_CASE("a master that lost the key of a valid lock is noticed at EXTEND",
+          "[engine][quarantine]") {
+  fixture f;
+  const std::string owner = lock_everywhere(f, 1);
+  f.now += 1s;
+  f.engine.extend(extend_request{"k", owner, 10000}, f.client, 2);
+  f.answer(0, request_kind::extend, extended(-1)); // the first answer: nothing to compare yet
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
+  f.answer(1, request_kind::extend, extended(1));
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::keyloss);
+  f.answer(2, request_kind::extend, extended(1));
+  f.answer(3, request_kind::extend, extended(1));
+  CHECK(f.client->lines[2].starts_with("OK "));
+  f.answer(4, request_kind::extend, extended(1));
+  CHECK(f.engine.counters().key_losses == 1);
+}
+
+TEST_CASE("a key gone everywhere, gone after its validity, or never granted is no key loss",
+          "[engine][quarantine]") {
+  fixture f;
+  SECTION("released through another daemon: gone on every node") {
+    const std::string owner = lock_everywhere(f, 1);
+    f.engine.unlock(unlock_request{"k", owner}, f.client, 2);
+    f.answer_all(request_kind::release, ":-1\r\n");
+    CHECK(f.client->lines[2] == "NOTHELD\n");
+  }
+  SECTION("expired: the lease's validity is over") {
+    const std::string owner = lock_everywhere(f, 1);
+    f.now += 9950ms; // validity was 10000 - 102 drift: over; a node's copy may have expired
+    f.engine.extend(extend_request{"k", owner, 10000}, f.client, 2);
+    f.answer(0, request_kind::extend, extended(-1));
+    f.answer_all(request_kind::extend, extended(1));
+  }
+  SECTION("a node that did not grant the lock never had the key") {
+    f.engine.lock(lock_of("k", 10000), f.client, 1);
+    f.answer(0, request_kind::acquire, refused(5000));
+    f.answer(1, request_kind::acquire, granted(0));
+    f.answer(2, request_kind::acquire, granted(0));
+    f.answer(3, request_kind::acquire, granted(0));
+    const std::string owner = words(f.client->lines[1])[1];
+    f.engine.unlock(unlock_request{"k", owner}, f.client, 2);
+    f.answer(0, request_kind::release, ":-1\r\n");
+    f.answer_all(request_kind::release, ":1\r\n");
+  }
+  for (std::size_t node = 0; node < 5; ++node)
+    CHECK(f.engine.status_of(node).reason == lock_engine::quarantine_reason::none);
+  CHECK(f.engine.counters().key_losses == 0);
 }
