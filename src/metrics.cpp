@@ -81,6 +81,9 @@ std::string render_metrics(const metrics_snapshot& s) {
   family(out, "redlockd_fence_conflicts_total", "counter",
          "Acquisitions that needed a second fencing round.");
   sample(out, "redlockd_fence_conflicts_total", "", std::to_string(s.fence_conflicts));
+  family(out, "redlockd_auth_failures_total", "counter",
+         "AUTH attempts refused (wrong client secret).");
+  sample(out, "redlockd_auth_failures_total", "", std::to_string(s.auth_failures));
 
   if (s.acquire_latency != nullptr) {
     const latency_histogram& h = *s.acquire_latency;

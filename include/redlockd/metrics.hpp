@@ -47,6 +47,7 @@ struct metrics_snapshot {
   std::uint64_t lost = 0;
   std::uint64_t renewed = 0;
   std::uint64_t fence_conflicts = 0;
+  std::uint64_t auth_failures = 0;
   std::uint64_t keep_locks = 0;
   std::uint64_t waiters = 0;
   std::uint64_t clients = 0;
