@@ -265,7 +265,7 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
       // scrubbed anyway in case a future server echoes its argument.
       std::string why(as_string(reply));
       for (auto at = why.find(cfg_.redis_password); at != std::string::npos;
-           at = why.find(cfg_.redis_password))
+           at = why.find(cfg_.redis_password, at + 3))
         why.replace(at, cfg_.redis_password.size(), "***");
       if (!auth_refused_)
         log_->error("node {}: AUTH refused{}: {}; node down, retrying", address_.to_string(),

@@ -371,8 +371,10 @@ TEST_CASE("a wrong Redis password leaves the masters down and LOCK answers NOQUO
   write_file(dir.path() / "redis-password", wrong + "\n");
   daemon_options o;
   o.nodes = fleet.addresses();
+  // At debug level too: the refusals after the first are logged there.
   o.extra = {{"redis_username", "redlockd"},
-             {"redis_password_file", (dir.path() / "redis-password").string()}};
+             {"redis_password_file", (dir.path() / "redis-password").string()},
+             {"log_level", "debug"}};
   o.min_ok_nodes = 0;
   daemon_process daemon(o);
   REQUIRE(eventually(
@@ -384,6 +386,7 @@ TEST_CASE("a wrong Redis password leaves the masters down and LOCK answers NOQUO
   std::this_thread::sleep_for(500ms);
   const std::string log = daemon.log();
   CHECK(log.find("AUTH refused for user 'redlockd'") != std::string::npos);
+  CHECK(log.find("AUTH refused again") != std::string::npos);
   CHECK(log.find(wrong) == std::string::npos);
   CHECK(log.find("the-real-pass") == std::string::npos);
   CHECK(daemon.info().dump().find(wrong) == std::string::npos);
