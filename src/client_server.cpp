@@ -95,9 +95,15 @@ awaitable<void> client_server::accept_loop() {
 client_session::client_session(tcp::socket socket, client_server& server, std::uint64_t id)
     : socket_(std::move(socket)), server_(server), context_(server.context_), id_(id),
       lines_(server.context_.cfg.max_line_bytes), read_buffer_(read_chunk),
-      resume_(socket_.get_executor()), partial_timer_(socket_.get_executor()) {}
+      resume_(socket_.get_executor()), partial_timer_(socket_.get_executor()),
+      auth_(!server.context_.cfg.client_secret.empty()), auth_timer_(socket_.get_executor()) {
+  error_code_t ec;
+  const tcp::endpoint remote = socket_.remote_endpoint(ec);
+  peer_ = ec ? "unknown peer" : endpoint{remote.address().to_string(), remote.port()}.to_string();
+}
 
 void client_session::start() {
+  watch_auth_deadline();
   net::co_spawn(socket_.get_executor(), read_requests(),
                 [self = shared_from_this()](std::exception_ptr error) {
                   if (!error)
@@ -125,6 +131,7 @@ void client_session::close() {
   socket_.close(ignored);
   resume_.cancel();
   partial_timer_.cancel();
+  auth_timer_.cancel();
   replies_.clear();
   pending_.clear();
   // Waiters leave their queues and KEEP locks are released on every node.
@@ -194,6 +201,11 @@ void client_session::handle_line(std::string_view line) {
     deliver(seq, format_error(error->code, error->message));
     return;
   }
+  if (!auth_.allows(std::get<request>(parsed))) {
+    ++context_.errors;
+    deliver(seq, format_error(error_code::noauth, "authentication required; send AUTH <secret>"));
+    return;
+  }
   try {
     std::visit(
         [&](const auto& req) {
@@ -203,8 +215,7 @@ void client_session::handle_line(std::string_view line) {
           } else if constexpr (std::is_same_v<type, hello_request>) {
             deliver(seq, context_.hello_line);
           } else if constexpr (std::is_same_v<type, auth_request>) {
-            // No client secret is configured: every client is let in, AUTH is a no-op.
-            deliver(seq, format_ok());
+            handle_auth(seq, req.secret);
           } else if constexpr (std::is_same_v<type, lock_request>) {
             if (context_.shutting_down) {
               deliver(seq, format_error(error_code::shutting_down, "the daemon is stopping"));
@@ -322,6 +333,52 @@ void client_session::watch_partial_line() {
       }
       self->watch_partial_line(); // a newer partial line: wait for its own deadline
     }
+  });
+}
+
+void client_session::handle_auth(std::uint64_t seq, std::string_view candidate) {
+  // Compared with the secret configured now: SIGHUP may have replaced it since the accept.
+  const auto outcome =
+      auth_.attempt(candidate, context_.cfg.client_secret, context_.cfg.max_auth_failures);
+  if (outcome == connection_auth::outcome::accepted) {
+    auth_timer_.cancel();
+    deliver(seq, format_ok());
+    return;
+  }
+  ++context_.errors;
+  ++context_.auth_failures;
+  const bool closing = outcome == connection_auth::outcome::refused_closing;
+  std::uint64_t held_back = 0;
+  if (context_.auth_failure_log.take(clock_type::now(), held_back))
+    context_.log->warn(
+        "client {} from {}: AUTH refused (failure {} of {} on this connection){}{}", id_, peer_,
+        auth_.failures(), context_.cfg.max_auth_failures, closing ? "; closing" : "",
+        held_back > 0 ? "; " + std::to_string(held_back) + " more refused AUTHs not logged"
+                      : std::string());
+  if (!closing) {
+    deliver(seq, format_error(error_code::auth_failed, "wrong secret"));
+    return;
+  }
+  deliver(seq, format_error(error_code::auth_failed, "wrong secret; too many failures, closing"));
+  reading_done_ = true;
+  // The reply gets a moment to leave; a client that does not read it does not keep the socket.
+  auth_timer_.expires_after(std::chrono::seconds(1));
+  auth_timer_.async_wait([self = shared_from_this()](const error_code_t& ec) {
+    if (!ec)
+      self->close();
+  });
+}
+
+void client_session::watch_auth_deadline() {
+  if (auth_.authenticated())
+    return;
+  auth_timer_.expires_after(std::chrono::milliseconds(context_.cfg.auth_timeout_ms));
+  auth_timer_.async_wait([self = shared_from_this()](const error_code_t& ec) {
+    if (ec || self->closed_ || self->auth_.authenticated() || self->reading_done_)
+      return;
+    self->context_.log->info("client {} from {}: closing, not authenticated within {} ms",
+                             self->id_, self->peer_, self->context_.cfg.auth_timeout_ms);
+    self->close();
   });
 }
 

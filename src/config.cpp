@@ -129,6 +129,12 @@ void validate(const config& cfg) {
     fail("lock_delay_ms", "must be an integer between 0 and 3600000");
   if (cfg.log_format != "text" && cfg.log_format != "json")
     fail("log_format", "must be \"text\" or \"json\"");
+  if (cfg.redis_username.size() > 256 || !printable_token(cfg.redis_username))
+    fail("redis_username", "must be at most 256 printable ASCII bytes without spaces");
+  if (cfg.max_auth_failures < 1 || cfg.max_auth_failures > 1000)
+    fail("max_auth_failures", "must be an integer between 1 and 1000");
+  if (cfg.auth_timeout_ms < 100 || cfg.auth_timeout_ms > 3'600'000)
+    fail("auth_timeout_ms", "must be an integer between 100 and 3600000");
   if (std::find(log_levels.begin(), log_levels.end(), cfg.log_level) == log_levels.end())
     fail("log_level", "must be one of trace, debug, info, warn, error, critical, off");
 }
@@ -207,6 +213,16 @@ config parse_config(std::string_view json_text) {
       cfg.log_file = get_string(value, key);
     } else if (key == "log_level") {
       cfg.log_level = get_string(value, key);
+    } else if (key == "client_secret_file") {
+      cfg.client_secret_file = get_string(value, key);
+    } else if (key == "max_auth_failures") {
+      cfg.max_auth_failures = static_cast<std::uint32_t>(get_integer(value, key, 1, 1000));
+    } else if (key == "auth_timeout_ms") {
+      cfg.auth_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 100, 3'600'000));
+    } else if (key == "redis_username") {
+      cfg.redis_username = get_string(value, key);
+    } else if (key == "redis_password_file") {
+      cfg.redis_password_file = get_string(value, key);
     } else {
       throw config_error("unknown key " + quote(key));
     }

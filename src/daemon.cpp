@@ -66,7 +66,9 @@ struct daemon::impl final : node_io {
     });
   }
 
-  // SIGHUP: reopen the log file and apply the log settings of the configuration as it is now.
+  // SIGHUP: reopen the log file and apply the log settings of the configuration as it is now,
+  // and read the secrets again: the client secret applies to AUTH from now on, the Redis
+  // credentials to the next (re)connect of each link.
   void wait_for_hangup() {
     hangups.async_wait([this](const error_code_t& ec, int) {
       if (ec)
@@ -78,8 +80,16 @@ struct daemon::impl final : node_io {
           cfg.log_level = fresh.log_level;
           cfg.log_format = fresh.log_format;
           cfg.log_file = fresh.log_file;
-          log->info("SIGHUP: log reopened (level {}, format {}); other settings need a restart",
-                    cfg.log_level, cfg.log_format);
+          const bool secret_changed = cfg.client_secret != fresh.client_secret;
+          cfg.client_secret_file = fresh.client_secret_file;
+          cfg.client_secret = fresh.client_secret;
+          cfg.redis_username = fresh.redis_username;
+          cfg.redis_password_file = fresh.redis_password_file;
+          cfg.redis_password = fresh.redis_password;
+          log->info("SIGHUP: log reopened (level {}, format {}), secrets read again (client "
+                    "authentication {}{}); other settings need a restart",
+                    cfg.log_level, cfg.log_format, cfg.client_secret.empty() ? "off" : "on",
+                    secret_changed ? ", client secret changed" : "");
         } catch (const std::exception& e) {
           log->error("SIGHUP: configuration not reloaded: {}", e.what());
         }
@@ -188,6 +198,7 @@ struct daemon::impl final : node_io {
     s.master_restarts = c.restarts;
     s.master_clock_jumps = c.clock_jumps;
     s.master_key_losses = c.key_losses;
+    s.auth_failures = context.auth_failures;
     s.keep_locks = engine.keep_locks();
     s.waiters = engine.waiters();
     s.clients = server.clients();
@@ -218,6 +229,8 @@ struct daemon::impl final : node_io {
         state = "quarantined:clock";
       else if (state == "ok" && !link.usable())
         state = "refused:eviction";
+      else if (state != "ok" && link.auth_refused())
+        state = "down:auth";
       nodes.push_back({{"address", link.address().to_string()},
                        {"state", state},
                        {"rtt_us", link.rtt_us()},
@@ -244,7 +257,8 @@ struct daemon::impl final : node_io {
           {"fence_conflicts", c.fence_conflicts},
           {"restarts", c.restarts},
           {"clock_jumps", c.clock_jumps},
-          {"key_losses", c.key_losses}}},
+          {"key_losses", c.key_losses},
+          {"auth_failures", context.auth_failures}}},
         {"fence_high_water", engine.fence_high_water()},
         {"max_ttl_granted", engine.max_ttl_granted()},
         {"clients", server.clients()},
@@ -288,6 +302,11 @@ int daemon::run() {
   d.log->info("node timeout {} ms, ttl {}..{} ms, drift factor {}, key prefix '{}', fence key '{}'",
               d.cfg.node_timeout_ms, d.cfg.min_ttl_ms, d.cfg.max_ttl_ms, d.cfg.clock_drift_factor,
               d.cfg.key_prefix, d.cfg.fence_key);
+  d.log->info("client authentication {}; redis authentication {}",
+              d.cfg.client_secret.empty() ? "off (no client secret)" : "on",
+              d.cfg.redis_password.empty()   ? std::string("off")
+              : d.cfg.redis_username.empty() ? std::string("on (default user)")
+                                             : "on (user '" + d.cfg.redis_username + "')");
   for (auto& link : d.links)
     link->start();
   d.server.start();

@@ -1,13 +1,16 @@
 // redlockd: command line → config → daemon. Exit codes: 0 ok, 1 runtime failure, 2 bad usage or
 // config.
+#include "redlockd/auth.hpp"
 #include "redlockd/config.hpp"
 #include "redlockd/daemon.hpp"
 #include "redlockd/logging.hpp"
 
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -48,6 +51,23 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// Secrets come from files and the environment of the process.
+const redlockd::secret_sources process_secrets{
+    [](const std::string& path) -> std::optional<std::string> {
+      std::ifstream in(path, std::ios::binary);
+      if (!in)
+        return std::nullopt;
+      std::ostringstream text;
+      text << in.rdbuf();
+      if (in.bad())
+        return std::nullopt;
+      return text.str();
+    },
+    [](const char* name) -> std::optional<std::string> {
+      const char* value = std::getenv(name);
+      return value ? std::optional<std::string>(value) : std::nullopt;
+    }};
+
 redlockd::config load(const options& opts) {
   redlockd::config cfg;
   if (!opts.config_file.empty())
@@ -74,6 +94,7 @@ redlockd::config load(const options& opts) {
     }
   }
   redlockd::validate(cfg);
+  redlockd::resolve_secrets(cfg, process_secrets);
   return cfg;
 }
 
@@ -135,7 +156,7 @@ int main(int argc, char** argv) {
     return exit_runtime;
   }
   try {
-    // SIGHUP reads the configuration again for its log settings.
+    // SIGHUP reads the configuration again for its log settings and the secrets.
     auto reload = [opts] { return load(opts); };
     redlockd::daemon d(std::move(cfg), log, reload);
     return d.run();

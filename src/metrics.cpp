@@ -89,6 +89,9 @@ std::string render_metrics(const metrics_snapshot& s) {
          std::to_string(s.master_clock_jumps));
   sample(out, "redlockd_master_faults_total", label("kind", "key_loss"),
          std::to_string(s.master_key_losses));
+  family(out, "redlockd_auth_failures_total", "counter",
+         "AUTH attempts refused (wrong client secret).");
+  sample(out, "redlockd_auth_failures_total", "", std::to_string(s.auth_failures));
 
   if (s.acquire_latency != nullptr) {
     const latency_histogram& h = *s.acquire_latency;

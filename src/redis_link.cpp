@@ -182,8 +182,18 @@ awaitable<void> redis_link::run() {
     reload_in_progress_ = false;
     ping_outstanding_ = false;
     ping_sent_ = clock_type::now(); // the handshake's round trip is the first RTT sample
-    queue_script_loads(handshake_load);
     std::string command;
+    if (!cfg_.redis_password.empty()) {
+      // First on the connection: everything after it runs as this user, or not at all.
+      if (cfg_.redis_username.empty())
+        append_command(command, {"AUTH", cfg_.redis_password});
+      else
+        append_command(command, {"AUTH", cfg_.redis_username, cfg_.redis_password});
+      send(request_tag{request_kind::auth, 0, 0}, command);
+      command.clear();
+      ++handshake_left_;
+    }
+    queue_script_loads(handshake_load);
     append_command(command, {"GET", cfg_.fence_key});
     send(request_tag{request_kind::read_fence, 0, 0}, command);
     command.clear();
@@ -249,6 +259,26 @@ awaitable<void> redis_link::read_replies() {
 
 void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
   switch (tag.kind) {
+  case request_kind::auth:
+    if (is_error(reply)) {
+      // Redis's own text ("WRONGPASS ...") says why; it never holds the password, but it is
+      // scrubbed anyway in case a future server echoes its argument.
+      std::string why(as_string(reply));
+      for (auto at = why.find(cfg_.redis_password); at != std::string::npos;
+           at = why.find(cfg_.redis_password, at + 3))
+        why.replace(at, cfg_.redis_password.size(), "***");
+      if (!auth_refused_)
+        log_->error("node {}: AUTH refused{}: {}; node down, retrying", address_.to_string(),
+                    cfg_.redis_username.empty() ? "" : " for user '" + cfg_.redis_username + "'",
+                    why);
+      else
+        log_->debug("node {}: AUTH refused again: {}", address_.to_string(), why);
+      auth_refused_ = true;
+      drop_connection("AUTH refused");
+      return;
+    }
+    auth_refused_ = false;
+    break;
   case request_kind::load_script:
     if (is_error(reply) || as_string(reply) != script_sha(static_cast<script>(tag.op))) {
       log_->error("node {}: SCRIPT LOAD failed: {}", address_.to_string(), as_string(reply));

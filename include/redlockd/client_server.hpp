@@ -1,6 +1,7 @@
 // The client side: accepts connections and runs protocol v1 sessions on them.
 #pragma once
 
+#include "redlockd/auth.hpp"
 #include "redlockd/config.hpp"
 #include "redlockd/lock_engine.hpp"
 #include "redlockd/net.hpp"
@@ -33,6 +34,9 @@ struct session_context {
   bool shutting_down = false;
   // ERR replies sent (bad requests, refusals), for /metrics.
   std::uint64_t errors = 0;
+  // Refused AUTH attempts, for INFO and /metrics; their log lines are rate-limited.
+  std::uint64_t auth_failures = 0;
+  log_budget auth_failure_log{10};
 };
 
 class client_server {
@@ -85,6 +89,8 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   void finish_if_done();
   bool backlogged() const;
   void watch_partial_line();
+  void handle_auth(std::uint64_t seq, std::string_view candidate);
+  void watch_auth_deadline();
 
   tcp::socket socket_;
   client_server& server_;
@@ -113,6 +119,12 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   net::steady_timer partial_timer_;
   bool partial_timer_armed_ = false;
   clock_type::time_point partial_since_{};
+
+  // AUTH: until it succeeds (when a client secret is configured) only PING, HELLO, AUTH and QUIT
+  // are served, and the connection is closed after auth_timeout_ms.
+  connection_auth auth_;
+  net::steady_timer auth_timer_;
+  std::string peer_; // "address:port" of the client, for log lines
 };
 
 } // namespace redlockd

@@ -73,6 +73,24 @@ struct config {
   std::string log_file;
   // spdlog level: trace, debug, info, warn, error, critical, off.
   std::string log_level = "info";
+
+  // Client authentication: a file holding the secret clients send with AUTH (without the
+  // trailing newline). Unset: the environment variable REDLOCKD_CLIENT_SECRET, if set.
+  std::string client_secret_file;
+  // The AUTH failures one connection may have; the last one is answered and the connection closed.
+  std::uint32_t max_auth_failures = 3;
+  // With a client secret, a connection not authenticated this long after accept is closed, in ms.
+  std::uint32_t auth_timeout_ms = 10000;
+  // Redis ACL: the masters are sent AUTH [redis_username] <password> on every connect. The
+  // password comes from redis_password_file, or else the environment variable
+  // REDLOCKD_REDIS_PASSWORD; neither: no AUTH.
+  std::string redis_username;
+  std::string redis_password_file;
+
+  // Not configuration keys: the secrets themselves, filled by resolve_secrets() (auth.hpp).
+  // Never logged, never shown in INFO or in error messages.
+  std::string client_secret;
+  std::string redis_password;
 };
 
 // A config problem; what() names the key, e.g. "node_timeout_ms: must be between 1 and 10000".

@@ -50,6 +50,7 @@ struct metrics_snapshot {
   std::uint64_t master_restarts = 0;
   std::uint64_t master_clock_jumps = 0;
   std::uint64_t master_key_losses = 0;
+  std::uint64_t auth_failures = 0;
   std::uint64_t keep_locks = 0;
   std::uint64_t waiters = 0;
   std::uint64_t clients = 0;

@@ -19,6 +19,7 @@ enum class request_kind : std::uint8_t {
   extend,
   fence_bump,
   // Sent by the connection itself.
+  auth,
   load_script,
   read_fence,
   server_info,

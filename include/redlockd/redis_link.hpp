@@ -40,6 +40,8 @@ class redis_link {
   state current_state() const { return state_; }
   const endpoint& address() const { return address_; }
   std::int64_t rtt_us() const { return rtt_us_; }
+  // The master refused the last AUTH (wrong redis_username or password).
+  bool auth_refused() const { return auth_refused_; }
   // Nothing queued or waiting for a reply (or the node is down).
   bool idle() const { return !usable() || (pipeline_.empty() && pending_.empty()); }
 
@@ -89,6 +91,7 @@ class redis_link {
   clock_type::time_point last_progress_{};
   std::int64_t rtt_us_ = -1;
   bool unsafe_ = false;
+  bool auth_refused_ = false; // the last AUTH was refused: log the next refusal at debug only
 
   unsigned failures_ = 0; // consecutive failed connection attempts
   std::minstd_rand jitter_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -19,7 +20,8 @@ namespace {
 using namespace redlockd::ctl;
 namespace code = redlockd::ctl::exit_code;
 
-constexpr const char* usage = R"(usage: redlockctl [--addr HOST:PORT] [--timeout DUR] COMMAND ...
+constexpr const char* usage =
+    R"(usage: redlockctl [--addr HOST:PORT] [--timeout DUR] [--secret-file PATH] COMMAND ...
 
 commands:
   lock RESOURCE --ttl DUR [--wait DUR]   take a lock; prints "<owner> <fence> <validity_ms>"
@@ -32,6 +34,8 @@ commands:
 
   --addr HOST:PORT  the daemon (default: $REDLOCKD_ADDR, else 127.0.0.1:7400)
   --timeout DUR     connect and reply timeout, WAIT excluded (default 5s)
+  --secret-file PATH  send AUTH with the secret in PATH (without its trailing newline) right
+                    after connecting (default: $REDLOCKD_SECRET when set, else no AUTH)
   DUR is 250ms, 30s, 5m, 1h or plain milliseconds.
 
 run: the command runs directly (no shell) in its own process group, with REDLOCK_RESOURCE,
@@ -51,10 +55,12 @@ exit codes:
   3    not held (NOTHELD: UNLOCK or EXTEND with an owner that does not hold the lock)
   4    the daemon refused the request (ERR ..., printed to stderr)
   5    cannot reach the daemon, connection lost, or no reply within the timeout
+  6    authentication failed: AUTH refused (ERR AUTH_FAILED), or the daemon wants a secret and
+       none was given (ERR NOAUTH)
   64   bad usage
  run:  the command's exit code, 128+N if a signal N ended it (143 SIGTERM, 137 SIGKILL after
-       the lock was lost); 1 busy, 2 no quorum, 125 any other failure before the command ran,
-       126 command not executable, 127 command not found.
+       the lock was lost); 1 busy, 2 no quorum, 6 authentication failed, 125 any other failure
+       before the command ran, 126 command not executable, 127 command not found.
 )";
 
 struct usage_error : std::runtime_error {
@@ -68,9 +74,58 @@ std::chrono::milliseconds duration_of(const std::string& flag, const std::string
   return *value;
 }
 
+// The daemon refused AUTH.
+struct auth_refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The secret for AUTH: --secret-file wins over $REDLOCKD_SECRET; "" when neither is given.
+std::string client_secret(const std::string& secret_file) {
+  std::string secret;
+  if (!secret_file.empty()) {
+    std::ifstream in(secret_file, std::ios::binary);
+    std::ostringstream text;
+    if (in)
+      text << in.rdbuf();
+    if (!in || in.bad())
+      throw usage_error("--secret-file: cannot read '" + secret_file + "'");
+    secret = text.str();
+  } else if (const char* env = std::getenv("REDLOCKD_SECRET")) {
+    secret = env;
+  } else {
+    return {};
+  }
+  if (secret.ends_with('\n'))
+    secret.pop_back();
+  if (secret.ends_with('\r'))
+    secret.pop_back();
+  const std::string where = secret_file.empty() ? "REDLOCKD_SECRET" : "--secret-file";
+  if (secret.empty())
+    throw usage_error(where + ": the secret is empty");
+  // One AUTH line: a space or a control byte would split it.
+  if (std::any_of(secret.begin(), secret.end(), [](char c) { return c < 0x21 || c > 0x7e; }))
+    throw usage_error(where + ": the secret must be printable ASCII without spaces");
+  return secret;
+}
+
+// Sends AUTH first on a fresh connection; throws auth_refused when the daemon says no.
+void authenticate(line_connection& connection, const std::string& secret,
+                  std::chrono::milliseconds timeout) {
+  if (secret.empty())
+    return;
+  const std::string reply = connection.request("AUTH " + secret, timeout);
+  if (reply != "OK")
+    throw auth_refused("authentication refused: " + reply);
+}
+
 // The exit code for a reply that is not OK.
 int failure(const std::string& reply) {
   std::cerr << "redlockctl: " << reply << "\n";
+  if (reply.starts_with("ERR NOAUTH")) {
+    std::cerr << "redlockctl: the daemon wants a secret: give --secret-file or set "
+                 "REDLOCKD_SECRET\n";
+    return code::auth_failed;
+  }
   if (reply.starts_with("BUSY"))
     return code::busy;
   if (reply.starts_with("NOQUORUM"))
@@ -139,6 +194,7 @@ int run(std::vector<std::string> args) {
   std::string address =
       std::getenv("REDLOCKD_ADDR") ? std::getenv("REDLOCKD_ADDR") : "127.0.0.1:7400";
   std::chrono::milliseconds timeout = std::chrono::seconds(5);
+  std::string secret_file;
   std::size_t i = 0;
   for (; i < args.size() && args[i].starts_with("--"); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
@@ -151,6 +207,8 @@ int run(std::vector<std::string> args) {
       address = args[++i];
     else if (args[i] == "--timeout")
       timeout = duration_of("--timeout", args[++i]);
+    else if (args[i] == "--secret-file")
+      secret_file = args[++i];
     else
       throw usage_error("unknown option " + args[i]);
   }
@@ -158,6 +216,7 @@ int run(std::vector<std::string> args) {
     throw usage_error("--timeout must be more than 0");
   if (i == args.size())
     throw usage_error("no command");
+  const std::string secret = client_secret(secret_file);
   const std::string command = args[i++];
 
   // The command's own arguments: positionals and --flag VALUE pairs, up to a "--".
@@ -213,7 +272,11 @@ int run(std::vector<std::string> args) {
       options.kill_after = duration_of("--kill-after", flags["--kill-after"]);
     try {
       line_connection connection(address, timeout);
+      authenticate(connection, secret, timeout);
       return run_under_lock(connection, options);
+    } catch (const auth_refused& e) {
+      std::cerr << "redlockctl: " << e.what() << "\n";
+      return code::auth_failed;
     } catch (const connection_error& e) {
       std::cerr << "redlockctl: " << e.what() << "\n";
       return code::run_failed;
@@ -252,6 +315,7 @@ int run(std::vector<std::string> args) {
 
   try {
     line_connection connection(address, timeout);
+    authenticate(connection, secret, timeout);
     const std::string reply = connection.request(request, wait + timeout);
     if (!(reply == "OK" || reply.starts_with("OK ") || reply.starts_with("PONG")))
       return failure(reply);
@@ -261,6 +325,9 @@ int run(std::vector<std::string> args) {
       std::cout << (reply.starts_with("OK ") ? reply.substr(3) : reply) << "\n";
     connection.request("QUIT", timeout);
     return code::ok;
+  } catch (const auth_refused& e) {
+    std::cerr << "redlockctl: " << e.what() << "\n";
+    return code::auth_failed;
   } catch (const connection_error& e) {
     std::cerr << "redlockctl: " << e.what() << "\n";
     return code::unreachable;

@@ -353,6 +353,8 @@ int run_under_lock(line_connection& connection, const run_options& options) {
       return exit_code::busy;
     if (reply.starts_with("NOQUORUM"))
       return exit_code::no_quorum;
+    if (reply.starts_with("ERR NOAUTH"))
+      return exit_code::auth_failed;
     return exit_code::run_failed;
   }
 

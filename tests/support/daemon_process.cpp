@@ -134,6 +134,12 @@ void daemon_process::restart() {
 
 nlohmann::json daemon_process::info() const {
   line_client client(port_, std::chrono::seconds(2));
+  if (!options_.client_secret.empty()) {
+    const auto auth = client.request("AUTH " + options_.client_secret);
+    if (auth != "OK") {
+      throw std::runtime_error("AUTH replied: " + auth);
+    }
+  }
   const auto reply = client.request("INFO");
   if (reply.rfind("OK ", 0) != 0) {
     throw std::runtime_error("INFO replied: " + reply);

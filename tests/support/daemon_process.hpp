@@ -26,6 +26,8 @@ struct daemon_options {
   // How many of `ready_nodes` must be "ok"; the default means all of them.
   std::size_t min_ok_nodes = std::numeric_limits<std::size_t>::max();
   std::chrono::milliseconds ready_timeout = std::chrono::seconds(10);
+  // When the daemon has a client secret: info() (and so the readiness check) sends AUTH first.
+  std::string client_secret{};
 };
 
 class daemon_process {

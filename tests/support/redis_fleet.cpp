@@ -78,8 +78,15 @@ redis_reply convert(const redisReply* r) {
 }
 
 redis_reply run_on(std::uint16_t port, const std::vector<std::string>& args,
-                   std::chrono::milliseconds timeout) {
+                   std::chrono::milliseconds timeout, const std::string& password) {
   auto ctx = connect(port, timeout);
+  if (!password.empty()) {
+    reply_ptr auth(static_cast<redisReply*>(
+        redisCommand(ctx.get(), "AUTH %b", password.data(), password.size())));
+    if (!auth || auth->type == REDIS_REPLY_ERROR) {
+      throw std::runtime_error("redis 127.0.0.1:" + std::to_string(port) + ": AUTH failed");
+    }
+  }
   std::vector<const char*> argv;
   std::vector<std::size_t> lens;
   for (const auto& a : args) {
@@ -96,7 +103,12 @@ redis_reply run_on(std::uint16_t port, const std::vector<std::string>& args,
 
 } // namespace
 
-redis_fleet::redis_fleet(std::size_t count) : dir_("redlockd-fleet") {
+redis_fleet::redis_fleet(std::size_t count) : redis_fleet(count, {}) {}
+
+redis_fleet::redis_fleet(std::size_t count, std::vector<std::string> extra_args,
+                         std::string helper_password)
+    : dir_("redlockd-fleet"), extra_args_(std::move(extra_args)),
+      helper_password_(std::move(helper_password)) {
   for (std::size_t i = 0; i < count; ++i) {
     auto n = std::make_unique<node>();
     n->dir = (dir_.path() / ("node" + std::to_string(i))).string();
@@ -117,7 +129,7 @@ redis_fleet::~redis_fleet() {
 
 bool redis_fleet::answers_ping(std::uint16_t port) const {
   try {
-    const auto r = run_on(port, {"PING"}, std::chrono::milliseconds(200));
+    const auto r = run_on(port, {"PING"}, std::chrono::milliseconds(200), helper_password_);
     return r.type == redis_reply::kind::status && r.str == "PONG";
   } catch (const std::exception&) {
     return false;
@@ -133,11 +145,22 @@ void redis_fleet::start(node& n, bool fixed_port) {
     if (!fixed_port) {
       n.port = free_loopback_port();
     }
-    n.process = child_process(REDIS_SERVER_BINARY,
-                              {"--port", std::to_string(n.port), "--bind", "127.0.0.1", "--save",
-                               "", "--appendonly", "no", "--protected-mode", "no", "--daemonize",
-                               "no", "--dir", n.dir},
-                              n.log);
+    std::vector<std::string> args{"--port",
+                                  std::to_string(n.port),
+                                  "--bind",
+                                  "127.0.0.1",
+                                  "--save",
+                                  "",
+                                  "--appendonly",
+                                  "no",
+                                  "--protected-mode",
+                                  "no",
+                                  "--daemonize",
+                                  "no",
+                                  "--dir",
+                                  n.dir};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+    n.process = child_process(REDIS_SERVER_BINARY, args, n.log);
     const auto deadline = clock_type::now() + std::chrono::seconds(10);
     while (clock_type::now() < deadline) {
       if (answers_ping(n.port)) {
@@ -198,7 +221,7 @@ void redis_fleet::resume(std::size_t i) {
 }
 
 redis_reply redis_fleet::command(std::size_t i, const std::vector<std::string>& args) const {
-  return run_on(port(i), args, std::chrono::milliseconds(1000));
+  return run_on(port(i), args, std::chrono::milliseconds(1000), helper_password_);
 }
 
 std::vector<std::string> redis_fleet::keys(std::size_t i, const std::string& pattern) const {

@@ -26,6 +26,11 @@ struct redis_reply {
 class redis_fleet {
  public:
   explicit redis_fleet(std::size_t count = 5);
+  // Every redis-server also gets `extra_args` (e.g. {"--requirepass", "pw"}, or an ACL user:
+  // {"--user", "name", "on", ">pass", "~*", "&*", "+@all"}), on restarts too. The helpers'
+  // own connections send AUTH `helper_password` (the default user's) first when it is set.
+  redis_fleet(std::size_t count, std::vector<std::string> extra_args,
+              std::string helper_password = {});
   ~redis_fleet();
   redis_fleet(const redis_fleet&) = delete;
   redis_fleet& operator=(const redis_fleet&) = delete;
@@ -77,6 +82,8 @@ class redis_fleet {
 
   temp_dir dir_;
   std::vector<std::unique_ptr<node>> nodes_;
+  std::vector<std::string> extra_args_;
+  std::string helper_password_;
 };
 
 } // namespace redlockd::test

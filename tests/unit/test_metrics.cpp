@@ -36,6 +36,7 @@ TEST_CASE("the exposition has HELP and TYPE per family and cumulative buckets", 
   s.results_ok = 7;
   s.results_error = 1;
   s.master_key_losses = 2;
+  s.auth_failures = 4;
   s.nodes = {{"127.0.0.1:7001", true, 350, 0}, {"we\"ird\\node", false, -1, 1500}};
   s.acquire_latency = &h;
   const std::string text = render_metrics(s);
@@ -45,6 +46,8 @@ TEST_CASE("the exposition has HELP and TYPE per family and cumulative buckets", 
   CHECK(text.find("redlockd_results_total{outcome=\"error\"} 1\n") != std::string::npos);
   CHECK(text.find("redlockd_master_faults_total{kind=\"key_loss\"} 2\n") != std::string::npos);
   CHECK(text.find("redlockd_master_faults_total{kind=\"restart\"} 0\n") != std::string::npos);
+  CHECK(text.find("# TYPE redlockd_auth_failures_total counter\n") != std::string::npos);
+  CHECK(text.find("redlockd_auth_failures_total 4\n") != std::string::npos);
   CHECK(text.find("redlockd_acquire_duration_seconds_bucket{le=\"0.00025\"} 1\n") !=
         std::string::npos);
   CHECK(text.find("redlockd_acquire_duration_seconds_bucket{le=\"0.0025\"} 1\n") !=

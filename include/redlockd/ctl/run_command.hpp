@@ -17,6 +17,7 @@ inline constexpr int no_quorum = 2;
 inline constexpr int not_held = 3;
 inline constexpr int refused = 4;     // ERR ...
 inline constexpr int unreachable = 5; // cannot connect, connection lost, timeout
+inline constexpr int auth_failed = 6; // AUTH refused, or ERR NOAUTH: no secret was given
 inline constexpr int usage = 64;
 // run only:
 inline constexpr int run_failed = 125;     // failed before the command ran
