@@ -1,5 +1,7 @@
 #include "redlockd/client_server.hpp"
 
+#include "redlockd/tls.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <type_traits>
@@ -79,23 +81,33 @@ awaitable<void> client_server::accept_loop() {
     socket.set_option(tcp::no_delay(true), ec);
     if (sessions_.size() >= context_.cfg.max_connections) {
       // Tell the client why before closing; the line is small enough for a fresh socket buffer.
+      // A TLS client could not read a plaintext line, and a handshake costs CPU we lack now.
       const std::string line =
           format_error(error_code::too_many, "too many connections (max_connections)");
       socket.non_blocking(true, ec);
-      socket.write_some(net::buffer(line), ec);
+      if (!tls_)
+        socket.write_some(net::buffer(line), ec);
+      else
+        context_.log->warn("TLS client refused: too many connections (max_connections)");
       socket.close(ec);
       continue;
     }
-    auto session = std::make_shared<client_session>(std::move(socket), *this, next_session_id_++);
+    auto session =
+        std::make_shared<client_session>(std::move(socket), *this, next_session_id_++, tls_.get());
     sessions_.insert(session);
     session->start();
   }
 }
 
-client_session::client_session(tcp::socket socket, client_server& server, std::uint64_t id)
-    : socket_(std::move(socket)), server_(server), context_(server.context_), id_(id),
-      lines_(server.context_.cfg.max_line_bytes), read_buffer_(read_chunk),
-      resume_(socket_.get_executor()), partial_timer_(socket_.get_executor()) {}
+client_session::client_session(tcp::socket socket, client_server& server, std::uint64_t id,
+                               tls_context* tls)
+    : socket_(std::move(socket)),
+      tls_(tls != nullptr ? std::make_unique<tls_stream>(socket_, *tls) : nullptr), server_(server),
+      context_(server.context_), id_(id), lines_(server.context_.cfg.max_line_bytes),
+      read_buffer_(read_chunk), resume_(socket_.get_executor()),
+      partial_timer_(socket_.get_executor()) {}
+
+client_session::~client_session() = default;
 
 void client_session::start() {
   net::co_spawn(socket_.get_executor(), read_requests(),
@@ -136,6 +148,20 @@ void client_session::close() {
 
 awaitable<void> client_session::read_requests() {
   auto self = shared_from_this();
+  if (tls_) {
+    // Counted in max_connections from accept on; a silent or non-TLS peer is closed here.
+    error_code_t ec;
+    const auto peer = socket_.remote_endpoint(ec);
+    co_await tls_->accept(std::chrono::milliseconds(context_.cfg.tls->handshake_timeout_ms), ec);
+    if (ec) {
+      if (!closed_)
+        context_.log->warn("client {} from {}:{}: TLS handshake failed: {}", id_,
+                           peer.address().to_string(), peer.port(), tls_->describe(ec));
+      close();
+      co_return;
+    }
+    context_.log->debug("client {}: TLS handshake done ({})", id_, tls_->summary());
+  }
   while (!reading_done_ && !closed_) {
     error_code_t ec;
     while (backlogged() && !closed_) {
@@ -144,8 +170,10 @@ awaitable<void> client_session::read_requests() {
     }
     if (closed_)
       co_return;
-    const std::size_t n = co_await socket_.async_read_some(
-        net::buffer(read_buffer_), net::redirect_error(net::use_awaitable, ec));
+    const std::size_t n =
+        tls_ ? co_await tls_->read_some(net::buffer(read_buffer_), ec)
+             : co_await socket_.async_read_some(net::buffer(read_buffer_),
+                                                net::redirect_error(net::use_awaitable, ec));
     if (ec) {
       if (ec == net::error::eof && !used_engine_state_) {
         // Half-closed (`nc -N`, `printf ... | nc -q 1`): answer what came, then close.
@@ -276,18 +304,27 @@ void client_session::write_pending() {
   writing_.swap(pending_);
   pending_.clear();
   write_in_progress_ = true;
-  net::async_write(socket_, net::buffer(writing_),
-                   [self = shared_from_this()](const error_code_t& ec, std::size_t) {
-                     self->write_in_progress_ = false;
-                     self->writing_.clear();
-                     if (ec) {
-                       self->close();
-                       return;
-                     }
-                     if (!self->backlogged())
-                       self->resume_.cancel();
-                     self->write_pending();
-                   });
+  if (tls_) {
+    tls_->async_write(net::buffer(writing_), [self = shared_from_this()](const error_code_t& ec) {
+      self->on_written(ec);
+    });
+    return;
+  }
+  net::async_write(
+      socket_, net::buffer(writing_),
+      [self = shared_from_this()](const error_code_t& ec, std::size_t) { self->on_written(ec); });
+}
+
+void client_session::on_written(const error_code_t& ec) {
+  write_in_progress_ = false;
+  writing_.clear();
+  if (ec) {
+    close();
+    return;
+  }
+  if (!backlogged())
+    resume_.cancel();
+  write_pending();
 }
 
 bool client_session::backlogged() const {
