@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "line_client.hpp"
 #include "process.hpp"
+#include "tls_files.hpp"
 
 namespace redlockd::test {
 
@@ -26,6 +29,8 @@ struct daemon_options {
   // How many of `ready_nodes` must be "ok"; the default means all of them.
   std::size_t min_ok_nodes = std::numeric_limits<std::size_t>::max();
   std::chrono::milliseconds ready_timeout = std::chrono::seconds(10);
+  // Set when the config has a "tls" block: how the harness's own connections (INFO) speak TLS.
+  std::optional<tls_client_files> client_tls = std::nullopt;
 };
 
 class daemon_process {
@@ -57,6 +62,8 @@ class daemon_process {
   const std::filesystem::path& config_path() const { return config_path_; }
   const std::filesystem::path& log_path() const { return log_path_; }
   std::string log() const { return read_file(log_path_); }
+  // A fresh connection, over TLS when the options say so.
+  line_client connect(std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
   // INFO over a fresh connection, parsed (without the "OK "). Throws on a bad reply.
   nlohmann::json info() const;
 
