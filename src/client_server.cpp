@@ -128,13 +128,21 @@ void client_session::finish_and_close() {
   finish_if_done();
 }
 
-void client_session::close() {
+void client_session::close(bool graceful) {
   if (closed_)
     return;
   closed_ = true;
   error_code_t ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  if (graceful && tls_ready_) {
+    // A clean end for TLS clients that insist on close_notify; the socket closes right after.
+    tls_->async_close_notify(std::chrono::seconds(1), [self = shared_from_this()] {
+      error_code_t ignored_too;
+      self->socket_.close(ignored_too);
+    });
+  } else {
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
   resume_.cancel();
   partial_timer_.cancel();
   replies_.clear();
@@ -160,6 +168,7 @@ awaitable<void> client_session::read_requests() {
       close();
       co_return;
     }
+    tls_ready_ = true;
     context_.log->debug("client {}: TLS handshake done ({})", id_, tls_->summary());
   }
   while (!reading_done_ && !closed_) {
@@ -367,7 +376,7 @@ void client_session::finish_if_done() {
   if (!reading_done_ || closed_ || write_in_progress_ || flush_posted_ || !pending_.empty() ||
       !replies_.empty())
     return;
-  close();
+  close(true);
 }
 
 } // namespace redlockd

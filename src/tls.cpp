@@ -156,6 +156,25 @@ void tls_stream::async_write(net::const_buffer buffer,
       [state = impl_, done = std::move(done)](const error_code_t& ec, std::size_t) { done(ec); });
 }
 
+void tls_stream::async_close_notify(std::chrono::milliseconds limit, std::function<void()> done) {
+  const auto state = impl_;
+  auto deadline =
+      std::make_shared<net::steady_timer>(state->stream.next_layer().get_executor(), limit);
+  deadline->async_wait([state](const error_code_t& ec) {
+    if (ec)
+      return;
+    error_code_t ignored;
+    state->stream.next_layer().close(ignored); // the shutdown below then completes
+  });
+  // As if the peer's close_notify had come: SSL_shutdown sends ours and is done, instead of
+  // waiting for an answer many clients never send.
+  SSL_set_shutdown(state->stream.native_handle(), SSL_RECEIVED_SHUTDOWN);
+  state->stream.async_shutdown([state, deadline, done = std::move(done)](const error_code_t&) {
+    deadline->cancel();
+    done();
+  });
+}
+
 std::string tls_stream::describe(const error_code_t& ec) const {
   std::string text = ec.message();
   SSL* ssl = impl_->stream.native_handle();

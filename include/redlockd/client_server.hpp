@@ -78,7 +78,8 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   ~client_session() override;
 
   void start();
-  void close();
+  // `graceful`: every reply is out; over TLS, send close_notify before closing.
+  void close(bool graceful = false);
   // Reads no more requests; closes once every pending reply is written.
   void finish_and_close();
   void deliver(std::uint64_t seq, std::string line) override;
@@ -97,6 +98,7 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
 
   tcp::socket socket_;
   std::unique_ptr<tls_stream> tls_; // over socket_; null on a plaintext listener
+  bool tls_ready_ = false;          // the handshake succeeded
   client_server& server_;
   session_context& context_;
   std::uint64_t id_;

@@ -54,6 +54,10 @@ class tls_stream {
   // Writes all of `buffer`, then calls `done`.
   void async_write(net::const_buffer buffer, std::function<void(const error_code_t&)> done);
 
+  // Sends close_notify without waiting for the peer's, then calls `done` (which closes the
+  // socket). A peer that does not read is cut off after `limit`.
+  void async_close_notify(std::chrono::milliseconds limit, std::function<void()> done);
+
   // A readable reason for a failed handshake: the error plus the certificate verification
   // result when that is what failed.
   std::string describe(const error_code_t& ec) const;

@@ -132,6 +132,29 @@ TEST_CASE("TLS on both sides - HELLO, LOCK, EXTEND, UNLOCK and increasing fencin
   CHECK(client.closed_by_peer());
 }
 
+TEST_CASE("TLS - QUIT and end of input close with close_notify after every reply", "[tls]") {
+  tls_env env;
+  {
+    auto client = env.client();
+    client.send("PING a\nPING b\nQUIT\nPING never\n");
+    CHECK(client.read_line() == "PONG a");
+    CHECK(client.read_line() == "PONG b");
+    CHECK(client.read_line() == "OK");
+    CHECK(client.closed_by_peer());
+    CHECK(client.tls_close_notify_received());
+  }
+  {
+    // The client's close_notify is its end of input: what came is answered, then the close.
+    auto client = env.client();
+    client.send("PING x\nHELLO\n");
+    client.shutdown_write();
+    CHECK(client.read_line() == "PONG x");
+    CHECK(starts_with(client.read_line(), "OK redlockd "));
+    CHECK(client.closed_by_peer());
+    CHECK(client.tls_close_notify_received());
+  }
+}
+
 TEST_CASE("TLS - the listen address speaks TLS only, no plaintext reply", "[tls]") {
   tls_env env;
   line_client plain(env.daemon.port(), 3s);

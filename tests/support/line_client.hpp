@@ -56,6 +56,9 @@ class line_client {
   // Closes the socket with SO_LINGER 0, so the peer sees a reset.
   void reset();
 
+  // Over TLS: the daemon ended the stream with close_notify.
+  bool tls_close_notify_received() const { return tls_ && tls_->close_notify_received(); }
+
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   // Bytes received but not yet returned as lines.

@@ -159,6 +159,7 @@ tls_socket::result tls_socket::read(std::string& into, clock_type::time_point de
                                                          : 0;
     if (events == 0) {
       ERR_clear_error();
+      close_notify_received_ = error == SSL_ERROR_ZERO_RETURN;
       return result::closed; // close_notify, EOF, reset, or an alert such as "unknown ca"
     }
     if (!wait_for(fd_, events, deadline)) {

@@ -67,9 +67,12 @@ class tls_socket {
   void write(std::string_view data, std::chrono::steady_clock::time_point deadline);
   // Sends close_notify (our end of the stream).
   void close_notify();
+  // The peer ended the stream with close_notify (not a bare TCP close).
+  bool close_notify_received() const { return close_notify_received_; }
 
  private:
   int fd_;
+  bool close_notify_received_ = false;
   ssl_ctx_st* context_ = nullptr;
   ssl_st* ssl_ = nullptr;
 };
