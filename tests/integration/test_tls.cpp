@@ -414,3 +414,16 @@ TEST_CASE("TLS - LOCK and UNLOCK round trip over TLS and plaintext, printed not 
             << "  TLS both sides p50 " << at(tls, 0.5) << "  p90 " << at(tls, 0.9) << "  p99 "
             << at(tls, 0.99) << "\n";
 }
+
+TEST_CASE("TLS - SIGTERM drains TLS clients, releases KEEP locks and exits 0", "[tls]") {
+  tls_env env;
+  auto idle = env.client();
+  CHECK(idle.request("PING") == "PONG");
+  auto keeper = env.client();
+  const auto held = parse_lock_ok(keeper.request("LOCK drained 10000 KEEP"));
+  REQUIRE(held);
+  CHECK(env.daemon.stop() == 0);
+  CHECK(idle.closed_by_peer());
+  CHECK(keeper.read_line() == "LOST drained " + held->owner);
+  CHECK(nodes_holding(env.fleet, "drained", held->owner).empty());
+}
