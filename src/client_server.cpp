@@ -88,7 +88,7 @@ awaitable<void> client_server::accept_loop() {
       if (!tls_)
         socket.write_some(net::buffer(line), ec);
       else
-        context_.log->warn("TLS client refused: too many connections (max_connections)");
+        context_.log->debug("TLS client refused: too many connections (max_connections)");
       socket.close(ec);
       continue;
     }

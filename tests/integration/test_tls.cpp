@@ -230,6 +230,19 @@ TEST_CASE("TLS - redlockctl lock, ping and run over TLS with a client certificat
                         env.pki.client_cert, "--key", env.pki.client_key, "ping"});
   CHECK(wrong_ca.status == 5);
   CHECK(wrong_ca.err.find("certificate verify failed") != std::string::npos);
+
+  // The same settings from the environment.
+  const auto from_env = run_command(
+      "/usr/bin/env",
+      {"REDLOCKD_ADDR=" + env.address(), "REDLOCKD_TLS=1", "REDLOCKD_CACERT=" + env.pki.ca_file,
+       "REDLOCKD_CERT=" + env.pki.client_cert, "REDLOCKD_KEY=" + env.pki.client_key, ctl, "ping"});
+  CHECK(from_env.status == 0);
+  CHECK(from_env.out == "PONG\n");
+  // Without --tls or REDLOCKD_TLS=1 the files alone do not switch TLS on.
+  const auto plain = run_command("/usr/bin/env", {"REDLOCKD_ADDR=" + env.address(),
+                                                  "REDLOCKD_CACERT=" + env.pki.ca_file, ctl,
+                                                  "--timeout", "2s", "ping"});
+  CHECK(plain.status == 5);
 }
 
 TEST_CASE("TLS - clients without a valid certificate are refused and the daemon keeps serving",
