@@ -1,5 +1,7 @@
 #include "redlockd/client_server.hpp"
 
+#include "redlockd/tls.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <type_traits>
@@ -79,28 +81,38 @@ awaitable<void> client_server::accept_loop() {
     socket.set_option(tcp::no_delay(true), ec);
     if (sessions_.size() >= context_.cfg.max_connections) {
       // Tell the client why before closing; the line is small enough for a fresh socket buffer.
+      // A TLS client could not read a plaintext line, and a handshake costs CPU we lack now.
       const std::string line =
           format_error(error_code::too_many, "too many connections (max_connections)");
       socket.non_blocking(true, ec);
-      socket.write_some(net::buffer(line), ec);
+      if (!tls_)
+        socket.write_some(net::buffer(line), ec);
+      else
+        context_.log->debug("TLS client refused: too many connections (max_connections)");
       socket.close(ec);
       continue;
     }
-    auto session = std::make_shared<client_session>(std::move(socket), *this, next_session_id_++);
+    auto session =
+        std::make_shared<client_session>(std::move(socket), *this, next_session_id_++, tls_.get());
     sessions_.insert(session);
     session->start();
   }
 }
 
-client_session::client_session(tcp::socket socket, client_server& server, std::uint64_t id)
-    : socket_(std::move(socket)), server_(server), context_(server.context_), id_(id),
-      lines_(server.context_.cfg.max_line_bytes), read_buffer_(read_chunk),
-      resume_(socket_.get_executor()), partial_timer_(socket_.get_executor()),
-      auth_(!server.context_.cfg.client_secret.empty()), auth_timer_(socket_.get_executor()) {
+client_session::client_session(tcp::socket socket, client_server& server, std::uint64_t id,
+                               tls_context* tls)
+    : socket_(std::move(socket)),
+      tls_(tls != nullptr ? std::make_unique<tls_stream>(socket_, *tls) : nullptr), server_(server),
+      context_(server.context_), id_(id), lines_(server.context_.cfg.max_line_bytes),
+      read_buffer_(read_chunk), resume_(socket_.get_executor()),
+      partial_timer_(socket_.get_executor()), auth_(!server.context_.cfg.client_secret.empty()),
+      auth_timer_(socket_.get_executor()) {
   error_code_t ec;
   const tcp::endpoint remote = socket_.remote_endpoint(ec);
   peer_ = ec ? "unknown peer" : endpoint{remote.address().to_string(), remote.port()}.to_string();
 }
+
+client_session::~client_session() = default;
 
 void client_session::start() {
   watch_auth_deadline();
@@ -122,13 +134,21 @@ void client_session::finish_and_close() {
   finish_if_done();
 }
 
-void client_session::close() {
+void client_session::close(bool graceful) {
   if (closed_)
     return;
   closed_ = true;
   error_code_t ignored;
-  socket_.shutdown(tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  if (graceful && tls_ready_) {
+    // A clean end for TLS clients that insist on close_notify; the socket closes right after.
+    tls_->async_close_notify(std::chrono::seconds(1), [self = shared_from_this()] {
+      error_code_t ignored_too;
+      self->socket_.close(ignored_too);
+    });
+  } else {
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+  }
   resume_.cancel();
   partial_timer_.cancel();
   auth_timer_.cancel();
@@ -143,6 +163,21 @@ void client_session::close() {
 
 awaitable<void> client_session::read_requests() {
   auto self = shared_from_this();
+  if (tls_) {
+    // Counted in max_connections from accept on; a silent or non-TLS peer is closed here.
+    error_code_t ec;
+    const auto peer = socket_.remote_endpoint(ec);
+    co_await tls_->accept(std::chrono::milliseconds(context_.cfg.tls->handshake_timeout_ms), ec);
+    if (ec) {
+      if (!closed_)
+        context_.log->warn("client {} from {}:{}: TLS handshake failed: {}", id_,
+                           peer.address().to_string(), peer.port(), tls_->describe(ec));
+      close();
+      co_return;
+    }
+    tls_ready_ = true;
+    context_.log->debug("client {}: TLS handshake done ({})", id_, tls_->summary());
+  }
   while (!reading_done_ && !closed_) {
     error_code_t ec;
     while (backlogged() && !closed_) {
@@ -151,8 +186,10 @@ awaitable<void> client_session::read_requests() {
     }
     if (closed_)
       co_return;
-    const std::size_t n = co_await socket_.async_read_some(
-        net::buffer(read_buffer_), net::redirect_error(net::use_awaitable, ec));
+    const std::size_t n =
+        tls_ ? co_await tls_->read_some(net::buffer(read_buffer_), ec)
+             : co_await socket_.async_read_some(net::buffer(read_buffer_),
+                                                net::redirect_error(net::use_awaitable, ec));
     if (ec) {
       if (ec == net::error::eof && !used_engine_state_) {
         // Half-closed (`nc -N`, `printf ... | nc -q 1`): answer what came, then close.
@@ -287,18 +324,27 @@ void client_session::write_pending() {
   writing_.swap(pending_);
   pending_.clear();
   write_in_progress_ = true;
-  net::async_write(socket_, net::buffer(writing_),
-                   [self = shared_from_this()](const error_code_t& ec, std::size_t) {
-                     self->write_in_progress_ = false;
-                     self->writing_.clear();
-                     if (ec) {
-                       self->close();
-                       return;
-                     }
-                     if (!self->backlogged())
-                       self->resume_.cancel();
-                     self->write_pending();
-                   });
+  if (tls_) {
+    tls_->async_write(net::buffer(writing_), [self = shared_from_this()](const error_code_t& ec) {
+      self->on_written(ec);
+    });
+    return;
+  }
+  net::async_write(
+      socket_, net::buffer(writing_),
+      [self = shared_from_this()](const error_code_t& ec, std::size_t) { self->on_written(ec); });
+}
+
+void client_session::on_written(const error_code_t& ec) {
+  write_in_progress_ = false;
+  writing_.clear();
+  if (ec) {
+    close();
+    return;
+  }
+  if (!backlogged())
+    resume_.cancel();
+  write_pending();
 }
 
 bool client_session::backlogged() const {
@@ -387,7 +433,7 @@ void client_session::finish_if_done() {
   if (!reading_done_ || closed_ || write_in_progress_ || flush_posted_ || !pending_.empty() ||
       !replies_.empty())
     return;
-  close();
+  close(true);
 }
 
 } // namespace redlockd

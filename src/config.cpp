@@ -61,6 +61,67 @@ std::string quote(std::string_view text) {
   return out;
 }
 
+// A file path inside a TLS block: a non-empty string.
+std::string get_path(const json& value, std::string_view key) {
+  std::string path = get_string(value, key);
+  if (path.empty())
+    fail(key, "must be a file path");
+  return path;
+}
+
+listener_tls get_listener_tls(const json& block, std::string_view key) {
+  if (!block.is_object())
+    fail(key, "must be an object with cert_file, key_file and optionally client_ca_file");
+  listener_tls tls;
+  for (const auto& [name, value] : block.items()) {
+    const std::string full = std::string(key) + "." + name;
+    if (name == "cert_file")
+      tls.cert_file = get_path(value, full);
+    else if (name == "key_file")
+      tls.key_file = get_path(value, full);
+    else if (name == "client_ca_file")
+      tls.client_ca_file = get_path(value, full);
+    else if (name == "handshake_timeout_ms")
+      tls.handshake_timeout_ms = static_cast<std::uint32_t>(get_integer(value, full, 100, 60'000));
+    else
+      fail(key, "unknown key " + quote(name));
+  }
+  if (tls.cert_file.empty())
+    fail(std::string(key) + ".cert_file", "is required");
+  if (tls.key_file.empty())
+    fail(std::string(key) + ".key_file", "is required");
+  return tls;
+}
+
+master_tls get_master_tls(const json& block, std::string_view key) {
+  if (!block.is_object())
+    fail(key, "must be an object with ca_file and optionally cert_file, key_file, server_name");
+  master_tls tls;
+  for (const auto& [name, value] : block.items()) {
+    const std::string full = std::string(key) + "." + name;
+    if (name == "ca_file")
+      tls.ca_file = get_path(value, full);
+    else if (name == "cert_file")
+      tls.cert_file = get_path(value, full);
+    else if (name == "key_file")
+      tls.key_file = get_path(value, full);
+    else if (name == "server_name") {
+      tls.server_name = get_string(value, full);
+      if (tls.server_name.empty() || tls.server_name.size() > 253 ||
+          !printable_token(tls.server_name))
+        fail(full, "must be a host name or address (1-253 printable bytes, no spaces)");
+    } else
+      fail(key, "unknown key " + quote(name));
+  }
+  // Without a CA the masters' certificates could not be verified: refuse rather than trust all.
+  if (tls.ca_file.empty())
+    fail(std::string(key) + ".ca_file", "is required (the masters' certificates are verified)");
+  if (tls.cert_file.empty() != tls.key_file.empty())
+    fail(std::string(key) + (tls.cert_file.empty() ? ".cert_file" : ".key_file"),
+         "cert_file and key_file go together");
+  return tls;
+}
+
 constexpr std::array<std::string_view, 7> log_levels = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
 
@@ -198,6 +259,10 @@ config parse_config(std::string_view json_text) {
         fail(key, "must be true or false");
       (key == "refuse_unsafe_nodes" ? cfg.refuse_unsafe_nodes : cfg.unsafe_disable_quarantine) =
           value.get<bool>();
+    } else if (key == "tls") {
+      cfg.tls = get_listener_tls(value, key);
+    } else if (key == "redis_tls") {
+      cfg.redis_tls = get_master_tls(value, key);
     } else if (key == "metrics_listen") {
       const std::string text = get_string(value, key);
       if (!text.empty())

@@ -7,6 +7,7 @@
 #include "redlockd/metrics_server.hpp"
 #include "redlockd/net.hpp"
 #include "redlockd/redis_link.hpp"
+#include "redlockd/tls.hpp"
 
 #include <boost/asio/signal_set.hpp>
 
@@ -291,14 +292,29 @@ daemon::~daemon() = default;
 
 int daemon::run() {
   impl& d = *impl_;
+  // Certificates are loaded before anything listens: a bad file stops the start.
+  if (d.cfg.tls)
+    d.server.use_tls(tls_context::for_listener(*d.cfg.tls));
+  if (d.cfg.redis_tls) {
+    const auto masters = tls_context::for_masters(*d.cfg.redis_tls);
+    for (std::size_t i = 0; i < d.links.size(); ++i)
+      d.links[i]->use_tls(masters, d.cfg.redis_tls->server_name.empty()
+                                       ? d.cfg.nodes[i].host
+                                       : d.cfg.redis_tls->server_name);
+  }
   d.server.listen(d.cfg.listen);
   if (!d.cfg.metrics_listen.empty())
     d.metrics.start(parse_endpoint(d.cfg.metrics_listen));
   std::string nodes;
   for (const auto& node : d.cfg.nodes)
     nodes.append(nodes.empty() ? "" : ",").append(node.to_string());
-  d.log->info("redlockd {} listening on {} with {} nodes (quorum {}): {}", REDLOCKD_VERSION,
-              d.cfg.listen.to_string(), d.cfg.nodes.size(), quorum(d.cfg.nodes.size()), nodes);
+  const std::string client_security = !d.cfg.tls ? "plaintext"
+                                      : d.cfg.tls->client_ca_file.empty()
+                                          ? "TLS"
+                                          : "TLS, client certificates required";
+  d.log->info("redlockd {} listening on {} ({}) with {} nodes (quorum {}{}): {}", REDLOCKD_VERSION,
+              d.cfg.listen.to_string(), client_security, d.cfg.nodes.size(),
+              quorum(d.cfg.nodes.size()), d.cfg.redis_tls ? ", over TLS" : "", nodes);
   d.log->info("node timeout {} ms, ttl {}..{} ms, drift factor {}, key prefix '{}', fence key '{}'",
               d.cfg.node_timeout_ms, d.cfg.min_ttl_ms, d.cfg.max_ttl_ms, d.cfg.clock_drift_factor,
               d.cfg.key_prefix, d.cfg.fence_key);

@@ -28,7 +28,8 @@ options:
   --config FILE        JSON configuration (default: built-in local fleet on 127.0.0.1:7001-7005)
   --listen HOST:PORT   override "listen" (default 127.0.0.1:7400)
   --nodes A,B,...      override "nodes", e.g. 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
-  --check-config       validate the configuration and exit (0 valid, 2 invalid)
+  --check-config       validate the configuration (and load its TLS files) and exit
+                       (0 valid, 2 invalid)
   --version            print the version and exit
   --help               print this help and exit
 
@@ -143,6 +144,12 @@ int main(int argc, char** argv) {
     return exit_usage;
   }
   if (opts.check_only) {
+    try {
+      redlockd::check_tls_files(cfg);
+    } catch (const std::exception& e) {
+      std::cerr << "redlockd: invalid configuration: " << e.what() << "\n";
+      return exit_usage;
+    }
     std::cout << "configuration ok: " << cfg.nodes.size() << " nodes, listen "
               << cfg.listen.to_string() << "\n";
     return 0;

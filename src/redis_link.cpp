@@ -2,6 +2,7 @@
 
 #include "redlockd/fencing.hpp"
 #include "redlockd/scripts.hpp"
+#include "redlockd/tls.hpp"
 
 #include <boost/asio/connect.hpp>
 
@@ -51,6 +52,8 @@ redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address,
       socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
       read_buffer_(read_chunk), jitter_(std::random_device{}()) {}
 
+redis_link::~redis_link() = default;
+
 void redis_link::start() {
   const std::string name = "node " + address_.to_string();
   net::co_spawn(io_, run(), log_failure{log_, name + " connection loop"});
@@ -91,18 +94,28 @@ void redis_link::write_pending() {
   writing_.swap(pending_);
   pending_.clear();
   write_in_progress_ = true;
+  if (tls_stream_) {
+    tls_stream_->async_write(
+        net::buffer(writing_),
+        [this, connection = connection_](const error_code_t& ec) { on_written(connection, ec); });
+    return;
+  }
   net::async_write(socket_, net::buffer(writing_),
                    [this, connection = connection_](const error_code_t& ec, std::size_t) {
-                     write_in_progress_ = false;
-                     writing_.clear();
-                     if (connection != connection_)
-                       return;
-                     if (ec) {
-                       drop_connection(ec.message());
-                       return;
-                     }
-                     write_pending(); // what was queued meanwhile
+                     on_written(connection, ec);
                    });
+}
+
+void redis_link::on_written(std::uint64_t connection, const error_code_t& ec) {
+  write_in_progress_ = false;
+  writing_.clear();
+  if (connection != connection_)
+    return;
+  if (ec) {
+    drop_connection(ec.message());
+    return;
+  }
+  write_pending(); // what was queued meanwhile
 }
 
 void redis_link::queue_script_loads(std::uint32_t handshake) {
@@ -147,6 +160,7 @@ awaitable<void> redis_link::run() {
     error_code_t ec;
     auto endpoints = co_await resolver.async_resolve(address_.host, std::to_string(address_.port),
                                                      net::redirect_error(net::use_awaitable, ec));
+    std::string why; // for the log, when this attempt fails
     if (!ec) {
       // A master that accepts nothing must not hold us past the connect timeout.
       connect_timer_.expires_after(connect_timeout);
@@ -157,15 +171,27 @@ awaitable<void> redis_link::run() {
         }
       });
       co_await net::async_connect(socket_, endpoints, net::redirect_error(net::use_awaitable, ec));
+      if (!ec && tls_) {
+        // The connect timer bounds the handshake too. TLS state is per connection: a fresh one.
+        tls_stream_ = std::make_unique<tls_stream>(socket_, *tls_);
+        co_await tls_stream_->connect(tls_server_name_, ec);
+        if (ec)
+          why = socket_.is_open() ? "TLS handshake failed: " + tls_stream_->describe(ec)
+                                  : "TLS handshake timed out";
+      }
       connect_timer_.cancel();
       if (!ec && !socket_.is_open())
         ec = net::error::timed_out;
     }
     if (ec || stopping_) {
+      if (why.empty())
+        why = ec.message();
       if (failures_ == 0 && !stopping_)
-        log_->warn("node {} unreachable: {}; retrying", address_.to_string(), ec.message());
+        log_->warn("node {} unreachable: {}; retrying", address_.to_string(), why);
       else
-        log_->debug("node {} still unreachable: {}", address_.to_string(), ec.message());
+        log_->debug("node {} still unreachable: {}", address_.to_string(), why);
+      // Down until the next attempt starts, so INFO tells a failing node from one that connects.
+      state_ = state::down;
       error_code_t ignored;
       socket_.close(ignored);
       ++failures_;
@@ -213,6 +239,7 @@ awaitable<void> redis_link::run() {
     state_ = state::down;
     error_code_t ignored;
     socket_.close(ignored);
+    tls_stream_.reset(); // a write still in flight keeps its TLS state alive until it completes
     pending_.clear();
     pipeline_.fail_all([this](const request_tag& tag) {
       if (engine_ != nullptr)
@@ -231,8 +258,10 @@ awaitable<void> redis_link::run() {
 awaitable<void> redis_link::read_replies() {
   for (;;) {
     error_code_t ec;
-    const std::size_t n = co_await socket_.async_read_some(
-        net::buffer(read_buffer_), net::redirect_error(net::use_awaitable, ec));
+    const std::size_t n =
+        tls_stream_ ? co_await tls_stream_->read_some(net::buffer(read_buffer_), ec)
+                    : co_await socket_.async_read_some(net::buffer(read_buffer_),
+                                                       net::redirect_error(net::use_awaitable, ec));
     if (ec) {
       if (state_ == state::ok && !stopping_)
         log_->warn("node {} down: {}", address_.to_string(), ec.message());

@@ -21,6 +21,8 @@ class logger;
 namespace redlockd {
 
 class client_session;
+class tls_context;
+class tls_stream;
 
 // What sessions share: the engine, limits, and the text of HELLO and INFO.
 struct session_context {
@@ -45,6 +47,8 @@ class client_server {
 
   // Binds and listens; throws on failure (address in use, ...).
   void listen(const endpoint& address);
+  // Every connection accepted from now on speaks TLS (call before start()).
+  void use_tls(std::shared_ptr<tls_context> context) { tls_ = std::move(context); }
   void start();
   // Stops accepting new connections.
   void stop_accepting();
@@ -63,6 +67,7 @@ class client_server {
   net::io_context& io_;
   session_context& context_;
   tcp::acceptor acceptor_;
+  std::shared_ptr<tls_context> tls_; // null: plaintext
   std::unordered_set<std::shared_ptr<client_session>> sessions_;
   std::uint64_t next_session_id_ = 1;
 };
@@ -71,10 +76,14 @@ class client_server {
 // written in request order, everything ready in one loop turn in one write.
 class client_session : public reply_sink, public std::enable_shared_from_this<client_session> {
  public:
-  client_session(tcp::socket socket, client_server& server, std::uint64_t id);
+  // With `tls`, the session runs a server handshake before it reads any request.
+  client_session(tcp::socket socket, client_server& server, std::uint64_t id,
+                 tls_context* tls = nullptr);
+  ~client_session() override;
 
   void start();
-  void close();
+  // `graceful`: every reply is out; over TLS, send close_notify before closing.
+  void close(bool graceful = false);
   // Reads no more requests; closes once every pending reply is written.
   void finish_and_close();
   void deliver(std::uint64_t seq, std::string line) override;
@@ -86,6 +95,7 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   std::uint64_t reserve_reply() { return next_seq_++; }
   void schedule_flush();
   void write_pending();
+  void on_written(const error_code_t& ec);
   void finish_if_done();
   bool backlogged() const;
   void watch_partial_line();
@@ -93,6 +103,8 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   void watch_auth_deadline();
 
   tcp::socket socket_;
+  std::unique_ptr<tls_stream> tls_; // over socket_; null on a plaintext listener
+  bool tls_ready_ = false;          // the handshake succeeded
   client_server& server_;
   session_context& context_;
   std::uint64_t id_;

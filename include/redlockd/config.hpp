@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -16,6 +17,26 @@ struct endpoint {
 
   std::string to_string() const; // "host:port", brackets for IPv6 literals
   friend bool operator==(const endpoint&, const endpoint&) = default;
+};
+
+// TLS on the client listener. When set, `listen` speaks TLS only: no plaintext port is left open.
+struct listener_tls {
+  std::string cert_file; // PEM, the server certificate (chain)
+  std::string key_file;  // PEM, its private key
+  // When set, every client must present a certificate signed by this CA (PEM bundle).
+  std::string client_ca_file;
+  // A connection that has not finished its handshake this long is closed, in ms.
+  std::uint32_t handshake_timeout_ms = 5000;
+};
+
+// TLS to the Redis masters. The server certificate is always verified against `ca_file`.
+struct master_tls {
+  std::string ca_file;   // PEM bundle of the CA(s) that sign the masters' certificates
+  std::string cert_file; // optional client certificate (tls-auth-clients yes)
+  std::string key_file;  // its private key, required with cert_file
+  // The name the masters' certificates are verified against (and sent as SNI); empty means
+  // each node's host from `nodes`.
+  std::string server_name;
 };
 
 // Most masters a fleet may have.
@@ -61,6 +82,9 @@ struct config {
   bool unsafe_disable_quarantine = false;
   // Keep masters whose maxmemory-policy can evict lock keys out of every quorum.
   bool refuse_unsafe_nodes = false;
+  // TLS for clients and for the masters; absent (the default) means plaintext TCP.
+  std::optional<listener_tls> tls;
+  std::optional<master_tls> redis_tls;
   // Where /metrics and /healthz are served over HTTP; empty (the default) turns it off.
   std::string metrics_listen;
   // systemd: READY=1 is sent once a quorum of masters is connected, or after this long, in ms.

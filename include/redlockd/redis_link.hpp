@@ -21,13 +21,23 @@ class logger;
 
 namespace redlockd {
 
+class tls_context;
+class tls_stream;
+
 class redis_link {
  public:
   enum class state : std::uint8_t { connecting, handshaking, ok, down };
 
   redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
              std::shared_ptr<spdlog::logger> log);
+  ~redis_link();
 
+  // Every connection runs a TLS handshake and verifies the master's certificate against
+  // `server_name` (call before start()).
+  void use_tls(std::shared_ptr<tls_context> context, std::string server_name) {
+    tls_ = std::move(context);
+    tls_server_name_ = std::move(server_name);
+  }
   // Replies and failures of engine requests go to `engine`; call before start().
   void attach(lock_engine& engine) { engine_ = &engine; }
   void start();
@@ -58,6 +68,7 @@ class redis_link {
   void queue_script_loads(std::uint32_t handshake);
   void schedule_flush();
   void write_pending();
+  void on_written(std::uint64_t connection, const error_code_t& ec);
   void drop_connection(std::string_view why);
   std::chrono::milliseconds next_backoff();
 
@@ -69,6 +80,9 @@ class redis_link {
   lock_engine* engine_ = nullptr;
 
   tcp::socket socket_;
+  std::shared_ptr<tls_context> tls_; // null: plaintext
+  std::string tls_server_name_;
+  std::unique_ptr<tls_stream> tls_stream_; // over socket_, fresh for each connection
   net::steady_timer connect_timer_;
   net::steady_timer health_timer_;
   net::steady_timer backoff_timer_;

@@ -1,9 +1,14 @@
 #include "redlockd/ctl/line_connection.hpp"
 
+#include <arpa/inet.h>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,9 +28,113 @@ int wait_for(int fd, short events, clock_type::time_point deadline) {
   }
 }
 
+// The newest OpenSSL error as text, or `fallback`.
+std::string openssl_error(const char* fallback) {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0)
+    return fallback;
+  char text[256];
+  ERR_error_string_n(code, text, sizeof text);
+  return text;
+}
+
 } // namespace
 
-line_connection::line_connection(std::string_view address, std::chrono::milliseconds timeout) {
+struct line_connection::tls_state {
+  SSL_CTX* context = nullptr;
+  SSL* ssl = nullptr;
+  ~tls_state() {
+    if (ssl != nullptr) {
+      SSL_shutdown(ssl); // close_notify, without waiting for the daemon's
+      SSL_free(ssl);
+    }
+    if (context != nullptr)
+      SSL_CTX_free(context);
+  }
+};
+
+// Drives one non-blocking OpenSSL call until it completes or the deadline passes; returns its
+// result (> 0 done) or throws.
+template <class Call>
+static int drive(SSL* ssl, int fd, clock_type::time_point deadline, const char* what, Call call) {
+  for (;;) {
+    ERR_clear_error();
+    const int result = call();
+    if (result > 0)
+      return result;
+    const int error = SSL_get_error(ssl, result);
+    short events = 0;
+    if (error == SSL_ERROR_WANT_READ)
+      events = POLLIN;
+    else if (error == SSL_ERROR_WANT_WRITE)
+      events = POLLOUT;
+    else if (error == SSL_ERROR_ZERO_RETURN)
+      throw connection_error("the daemon closed the connection");
+    else
+      throw connection_error(std::string(what) + ": " + openssl_error("connection lost"));
+    if (wait_for(fd, events, deadline) <= 0)
+      throw connection_error(std::string(what) + ": timed out");
+  }
+}
+
+void line_connection::start_tls(const std::string& host, const tls_options& options,
+                                clock_type::time_point deadline) {
+  // SSL_write cannot pass MSG_NOSIGNAL: a daemon that closed must give EPIPE, not kill us. A
+  // handler rather than SIG_IGN, so that the command of `run` still starts with the default.
+  struct sigaction quiet {};
+  quiet.sa_handler = [](int) {};
+  sigemptyset(&quiet.sa_mask);
+  ::sigaction(SIGPIPE, &quiet, nullptr);
+  tls_ = std::make_unique<tls_state>();
+  tls_->context = SSL_CTX_new(TLS_client_method());
+  if (tls_->context == nullptr)
+    throw connection_error("TLS: " + openssl_error("cannot create a context"));
+  SSL_CTX* context = tls_->context;
+  SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
+  SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nullptr);
+  const bool loaded =
+      options.ca_file.empty()
+          ? SSL_CTX_set_default_verify_paths(context) == 1
+          : SSL_CTX_load_verify_locations(context, options.ca_file.c_str(), nullptr) == 1;
+  if (!loaded)
+    throw connection_error("--cacert: cannot load '" + options.ca_file +
+                           "': " + openssl_error("unreadable"));
+  if (!options.cert_file.empty()) {
+    const std::string& key = options.key_file.empty() ? options.cert_file : options.key_file;
+    if (SSL_CTX_use_certificate_chain_file(context, options.cert_file.c_str()) != 1)
+      throw connection_error("--cert: cannot load '" + options.cert_file +
+                             "': " + openssl_error("unreadable"));
+    if (SSL_CTX_use_PrivateKey_file(context, key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(context) != 1)
+      throw connection_error("--key: cannot load '" + key + "': " + openssl_error("not its key"));
+  }
+  tls_->ssl = SSL_new(context);
+  SSL* ssl = tls_->ssl;
+  if (ssl == nullptr || SSL_set_fd(ssl, fd_) != 1)
+    throw connection_error("TLS: " + openssl_error("cannot create a connection"));
+  in6_addr address{};
+  const bool is_address = ::inet_pton(AF_INET, host.c_str(), &address) == 1 ||
+                          ::inet_pton(AF_INET6, host.c_str(), &address) == 1;
+  if (is_address) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, host.c_str());
+    SSL_set1_host(ssl, host.c_str());
+  }
+  try {
+    drive(ssl, fd_, deadline, "TLS handshake", [&] { return SSL_connect(ssl); });
+  } catch (const connection_error& e) {
+    const long verified = SSL_get_verify_result(ssl);
+    if (verified != X509_V_OK)
+      throw connection_error(std::string(e.what()) + " (" +
+                             X509_verify_cert_error_string(verified) + ")");
+    throw;
+  }
+}
+
+line_connection::line_connection(std::string_view address, std::chrono::milliseconds timeout,
+                                 const std::optional<tls_options>& tls) {
   std::string host;
   std::string port;
   if (address.starts_with('[')) {
@@ -71,9 +180,20 @@ line_connection::line_connection(std::string_view address, std::chrono::millisec
   ::freeaddrinfo(found);
   if (fd_ < 0)
     throw connection_error("cannot connect to " + std::string(address) + ": " + last_error);
+  if (tls) {
+    try {
+      start_tls(host, *tls, deadline);
+    } catch (const connection_error& e) {
+      tls_.reset();
+      ::close(fd_);
+      fd_ = -1;
+      throw connection_error("cannot connect to " + std::string(address) + ": " + e.what());
+    }
+  }
 }
 
 line_connection::~line_connection() {
+  tls_.reset();
   if (fd_ >= 0)
     ::close(fd_);
 }
@@ -83,6 +203,15 @@ void line_connection::send_line(std::string_view line) {
   data.push_back('\n');
   std::size_t sent = 0;
   const auto deadline = clock_type::now() + std::chrono::seconds(10);
+  if (tls_) {
+    while (sent < data.size()) {
+      const int chunk = static_cast<int>(std::min<std::size_t>(data.size() - sent, 1 << 20));
+      sent += static_cast<std::size_t>(
+          drive(tls_->ssl, fd_, deadline, "cannot send to the daemon",
+                [&] { return SSL_write(tls_->ssl, data.data() + sent, chunk); }));
+    }
+    return;
+  }
   while (sent < data.size()) {
     const ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
     if (n > 0) {
@@ -104,19 +233,49 @@ std::optional<std::string> line_connection::read_line(std::chrono::milliseconds 
       buffer_.erase(0, lf + 1);
       return line;
     }
-    if (wait_for(fd_, POLLIN, deadline) <= 0)
+    // TLS may hold decrypted bytes the socket no longer shows: read them before polling.
+    const bool decrypted_waiting = tls_ && SSL_pending(tls_->ssl) > 0;
+    if (!decrypted_waiting && wait_for(fd_, POLLIN, deadline) <= 0)
       return std::nullopt;
-    char chunk[4096];
-    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-    if (n == 0)
-      throw connection_error("the daemon closed the connection");
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR)
-        continue;
-      throw connection_error(std::string("connection to the daemon lost: ") + std::strerror(errno));
-    }
-    buffer_.append(chunk, static_cast<std::size_t>(n));
+    receive();
   }
+}
+
+std::size_t line_connection::receive() {
+  char chunk[4096];
+  if (tls_) {
+    std::size_t total = 0;
+    do {
+      ERR_clear_error();
+      const int n = SSL_read(tls_->ssl, chunk, sizeof chunk);
+      if (n > 0) {
+        buffer_.append(chunk, static_cast<std::size_t>(n));
+        total += static_cast<std::size_t>(n);
+        continue;
+      }
+      const int error = SSL_get_error(tls_->ssl, n);
+      if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE)
+        return total; // a partial record or a handshake message: nothing for us yet
+      if (error == SSL_ERROR_ZERO_RETURN || (error == SSL_ERROR_SYSCALL && errno == 0))
+        throw connection_error("the daemon closed the connection");
+      // OpenSSL 3 reports a TCP close without close_notify as an error: the same closed daemon.
+      const std::string why = openssl_error("closed");
+      if (why.find("unexpected eof") != std::string::npos)
+        throw connection_error("the daemon closed the connection");
+      throw connection_error("connection to the daemon lost: " + why);
+    } while (SSL_pending(tls_->ssl) > 0);
+    return total;
+  }
+  const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+  if (n == 0)
+    throw connection_error("the daemon closed the connection");
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EINTR)
+      return 0;
+    throw connection_error(std::string("connection to the daemon lost: ") + std::strerror(errno));
+  }
+  buffer_.append(chunk, static_cast<std::size_t>(n));
+  return static_cast<std::size_t>(n);
 }
 
 std::string line_connection::request(std::string_view line, std::chrono::milliseconds timeout) {

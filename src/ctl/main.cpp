@@ -21,7 +21,8 @@ using namespace redlockd::ctl;
 namespace code = redlockd::ctl::exit_code;
 
 constexpr const char* usage =
-    R"(usage: redlockctl [--addr HOST:PORT] [--timeout DUR] [--secret-file PATH] COMMAND ...
+    R"(usage: redlockctl [--addr HOST:PORT] [--timeout DUR] [--secret-file PATH]
+                  [--tls [--cacert FILE] [--cert FILE --key FILE]] COMMAND ...
 
 commands:
   lock RESOURCE --ttl DUR [--wait DUR]   take a lock; prints "<owner> <fence> <validity_ms>"
@@ -36,6 +37,13 @@ commands:
   --timeout DUR     connect and reply timeout, WAIT excluded (default 5s)
   --secret-file PATH  send AUTH with the secret in PATH (without its trailing newline) right
                     after connecting (default: $REDLOCKD_SECRET when set, else no AUTH)
+  --tls             connect over TLS (default: on when $REDLOCKD_TLS is 1); the daemon's
+                    certificate is verified against --cacert and the host of --addr
+  --cacert FILE     CA bundle that signs the daemon's certificate (default: $REDLOCKD_CACERT,
+                    else the system's trusted CAs)
+  --cert FILE       client certificate, for a daemon that requires one ($REDLOCKD_CERT)
+  --key FILE        its private key (default: $REDLOCKD_KEY, else the --cert file)
+                    --cacert, --cert and --key imply --tls.
   DUR is 250ms, 30s, 5m, 1h or plain milliseconds.
 
 run: the command runs directly (no shell) in its own process group, with REDLOCK_RESOURCE,
@@ -195,11 +203,18 @@ int run(std::vector<std::string> args) {
       std::getenv("REDLOCKD_ADDR") ? std::getenv("REDLOCKD_ADDR") : "127.0.0.1:7400";
   std::chrono::milliseconds timeout = std::chrono::seconds(5);
   std::string secret_file;
+  auto env = [](const char* name) { return std::getenv(name) ? std::getenv(name) : ""; };
+  bool use_tls = std::string(env("REDLOCKD_TLS")) == "1";
+  tls_options tls_files{env("REDLOCKD_CACERT"), env("REDLOCKD_CERT"), env("REDLOCKD_KEY")};
   std::size_t i = 0;
   for (; i < args.size() && args[i].starts_with("--"); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       std::cout << usage;
       return code::ok;
+    }
+    if (args[i] == "--tls") {
+      use_tls = true;
+      continue;
     }
     if (i + 1 >= args.size())
       throw usage_error(args[i] + " needs a value");
@@ -209,9 +224,19 @@ int run(std::vector<std::string> args) {
       timeout = duration_of("--timeout", args[++i]);
     else if (args[i] == "--secret-file")
       secret_file = args[++i];
-    else
+    else if (args[i] == "--cacert" || args[i] == "--cert" || args[i] == "--key") {
+      use_tls = true;
+      (args[i] == "--cacert" ? tls_files.ca_file
+       : args[i] == "--cert" ? tls_files.cert_file
+                             : tls_files.key_file) = args[i + 1];
+      ++i;
+    } else
       throw usage_error("unknown option " + args[i]);
   }
+  if (use_tls && !tls_files.key_file.empty() && tls_files.cert_file.empty())
+    throw usage_error("--key needs --cert");
+  const std::optional<tls_options> tls =
+      use_tls ? std::optional<tls_options>(tls_files) : std::nullopt;
   if (timeout.count() <= 0)
     throw usage_error("--timeout must be more than 0");
   if (i == args.size())
@@ -271,7 +296,7 @@ int run(std::vector<std::string> args) {
     if (flags.count("--kill-after"))
       options.kill_after = duration_of("--kill-after", flags["--kill-after"]);
     try {
-      line_connection connection(address, timeout);
+      line_connection connection(address, timeout, tls);
       authenticate(connection, secret, timeout);
       return run_under_lock(connection, options);
     } catch (const auth_refused& e) {
@@ -314,7 +339,7 @@ int run(std::vector<std::string> args) {
   }
 
   try {
-    line_connection connection(address, timeout);
+    line_connection connection(address, timeout, tls);
     authenticate(connection, secret, timeout);
     const std::string reply = connection.request(request, wait + timeout);
     if (!(reply == "OK" || reply.starts_with("OK ") || reply.starts_with("PONG")))

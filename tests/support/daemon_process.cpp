@@ -132,8 +132,15 @@ void daemon_process::restart() {
   start();
 }
 
+line_client daemon_process::connect(std::chrono::milliseconds timeout) const {
+  if (options_.client_tls) {
+    return line_client(port_, *options_.client_tls, timeout);
+  }
+  return line_client(port_, timeout);
+}
+
 nlohmann::json daemon_process::info() const {
-  line_client client(port_, std::chrono::seconds(2));
+  line_client client = connect(std::chrono::seconds(2));
   if (!options_.client_secret.empty()) {
     const auto auth = client.request("AUTH " + options_.client_secret);
     if (auth != "OK") {

@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "line_client.hpp"
 #include "process.hpp"
+#include "tls_files.hpp"
 
 namespace redlockd::test {
 
@@ -28,6 +31,8 @@ struct daemon_options {
   std::chrono::milliseconds ready_timeout = std::chrono::seconds(10);
   // When the daemon has a client secret: info() (and so the readiness check) sends AUTH first.
   std::string client_secret{};
+  // Set when the config has a "tls" block: how the harness's own connections (INFO) speak TLS.
+  std::optional<tls_client_files> client_tls = std::nullopt;
 };
 
 class daemon_process {
@@ -59,6 +64,8 @@ class daemon_process {
   const std::filesystem::path& config_path() const { return config_path_; }
   const std::filesystem::path& log_path() const { return log_path_; }
   std::string log() const { return read_file(log_path_); }
+  // A fresh connection, over TLS when the options say so.
+  line_client connect(std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
   // INFO over a fresh connection, parsed (without the "OK "). Throws on a bad reply.
   nlohmann::json info() const;
 

@@ -39,13 +39,19 @@ line_client::line_client(std::uint16_t port, std::chrono::milliseconds timeout)
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+line_client::line_client(std::uint16_t port, const tls_client_files& tls,
+                         std::chrono::milliseconds timeout)
+    : line_client(port, timeout) {
+  tls_ = std::make_unique<tls_socket>(fd_, tls, clock_type::now() + timeout);
+}
+
 line_client::~line_client() {
   close_fd();
 }
 
 line_client::line_client(line_client&& other) noexcept
-    : fd_(other.fd_), timeout_(other.timeout_), buffer_(std::move(other.buffer_)),
-      eof_(other.eof_) {
+    : fd_(other.fd_), tls_(std::move(other.tls_)), timeout_(other.timeout_),
+      buffer_(std::move(other.buffer_)), eof_(other.eof_) {
   other.fd_ = -1;
 }
 
@@ -53,6 +59,7 @@ line_client& line_client::operator=(line_client&& other) noexcept {
   if (this != &other) {
     close_fd();
     fd_ = other.fd_;
+    tls_ = std::move(other.tls_);
     timeout_ = other.timeout_;
     buffer_ = std::move(other.buffer_);
     eof_ = other.eof_;
@@ -62,6 +69,7 @@ line_client& line_client::operator=(line_client&& other) noexcept {
 }
 
 void line_client::close_fd() {
+  tls_.reset();
   if (fd_ >= 0) {
     ::close(fd_);
     fd_ = -1;
@@ -70,6 +78,10 @@ void line_client::close_fd() {
 
 void line_client::send(std::string_view raw) {
   const auto deadline = clock_type::now() + timeout_;
+  if (tls_) {
+    tls_->write(raw, deadline);
+    return;
+  }
   while (!raw.empty()) {
     const ssize_t n = ::send(fd_, raw.data(), raw.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
@@ -96,6 +108,17 @@ void line_client::send(std::string_view raw) {
 line_client::fill_result line_client::fill(clock_type::time_point deadline) {
   if (eof_ || fd_ < 0) {
     return fill_result::closed;
+  }
+  if (tls_) {
+    switch (tls_->read(buffer_, deadline)) {
+    case tls_socket::result::data:
+      return fill_result::data;
+    case tls_socket::result::timeout:
+      return fill_result::timeout;
+    case tls_socket::result::closed:
+      eof_ = true;
+      return fill_result::closed;
+    }
   }
   for (;;) {
     const auto left =
@@ -181,6 +204,10 @@ bool line_client::closed_by_peer(std::chrono::milliseconds timeout) {
 }
 
 void line_client::shutdown_write() {
+  if (tls_) {
+    tls_->close_notify();
+    return;
+  }
   if (fd_ >= 0) {
     ::shutdown(fd_, SHUT_WR);
   }
@@ -188,6 +215,7 @@ void line_client::shutdown_write() {
 
 void line_client::reset() {
   if (fd_ >= 0) {
+    tls_.reset(); // no close_notify: the peer sees only the reset
     linger lin{1, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lin, sizeof(lin));
     close_fd();

@@ -3,11 +3,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tls_files.hpp"
 
 namespace redlockd::test {
 
@@ -28,6 +31,9 @@ class line_client {
   // Connects to 127.0.0.1:port; throws std::system_error when the connection is refused.
   explicit line_client(std::uint16_t port,
                        std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // The same over TLS; throws std::runtime_error when the handshake fails.
+  line_client(std::uint16_t port, const tls_client_files& tls,
+              std::chrono::milliseconds timeout = std::chrono::seconds(5));
   ~line_client();
   line_client(line_client&& other) noexcept;
   line_client& operator=(line_client&& other) noexcept;
@@ -45,10 +51,13 @@ class line_client {
   // True when the peer closes the connection (EOF or reset) within `timeout` without sending
   // any further byte; false if bytes arrive or the timeout passes.
   bool closed_by_peer(std::chrono::milliseconds timeout = std::chrono::seconds(3));
-  // Sends FIN (shutdown of the write side).
+  // Sends FIN (shutdown of the write side); over TLS, close_notify.
   void shutdown_write();
   // Closes the socket with SO_LINGER 0, so the peer sees a reset.
   void reset();
+
+  // Over TLS: the daemon ended the stream with close_notify.
+  bool tls_close_notify_received() const { return tls_ && tls_->close_notify_received(); }
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   std::chrono::milliseconds timeout() const { return timeout_; }
@@ -61,6 +70,7 @@ class line_client {
   void close_fd();
 
   int fd_ = -1;
+  std::unique_ptr<tls_socket> tls_; // over fd_; null: plaintext
   std::chrono::milliseconds timeout_;
   std::string buffer_;
   bool eof_ = false;

@@ -3,11 +3,15 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <netinet/in.h>
 #include <stdexcept>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 
 #ifndef REDIS_SERVER_BINARY
 #define REDIS_SERVER_BINARY "redis-server"
@@ -77,8 +81,8 @@ redis_reply convert(const redisReply* r) {
   return out;
 }
 
-redis_reply run_on(std::uint16_t port, const std::vector<std::string>& args,
-                   std::chrono::milliseconds timeout, const std::string& password) {
+redis_reply run_plain(std::uint16_t port, const std::vector<std::string>& args,
+                      std::chrono::milliseconds timeout, const std::string& password) {
   auto ctx = connect(port, timeout);
   if (!password.empty()) {
     reply_ptr auth(static_cast<redisReply*>(
@@ -101,16 +105,81 @@ redis_reply run_on(std::uint16_t port, const std::vector<std::string>& args,
   return convert(reply.get());
 }
 
+// hiredis 0.14 has no TLS: the command is formatted and the reply parsed by hiredis, the bytes
+// travel over a tls_socket.
+redis_reply run_tls(std::uint16_t port, const std::vector<std::string>& args,
+                    std::chrono::milliseconds timeout, const tls_client_files& files) {
+  const auto deadline = clock_type::now() + timeout;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_fd{fd};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw std::runtime_error("redis 127.0.0.1:" + std::to_string(port) + ": connect failed");
+  }
+  tls_socket tls(fd, files, deadline);
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char* formatted = nullptr;
+  const int length =
+      redisFormatCommandArgv(&formatted, static_cast<int>(args.size()), argv.data(), lens.data());
+  const std::string command(formatted, static_cast<std::size_t>(length));
+  redisFreeCommand(formatted);
+  tls.write(command, deadline);
+  std::unique_ptr<redisReader, decltype(&redisReaderFree)> reader(redisReaderCreate(),
+                                                                  &redisReaderFree);
+  std::string received;
+  for (;;) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(reader.get(), &reply) != REDIS_OK) {
+      throw std::runtime_error("redis 127.0.0.1:" + std::to_string(port) + ": bad reply");
+    }
+    if (reply != nullptr) {
+      reply_ptr owned(static_cast<redisReply*>(reply));
+      return convert(owned.get());
+    }
+    received.clear();
+    if (tls.read(received, deadline) != tls_socket::result::data) {
+      throw std::runtime_error("redis 127.0.0.1:" + std::to_string(port) + ": no reply over TLS");
+    }
+    redisReaderFeed(reader.get(), received.data(), received.size());
+  }
+}
+
 } // namespace
 
-redis_fleet::redis_fleet(std::size_t count) : redis_fleet(count, {}) {}
+redis_reply redis_fleet::run_on(std::uint16_t port, const std::vector<std::string>& args,
+                                std::chrono::milliseconds timeout) const {
+  return tls_ ? run_tls(port, args, timeout, tls_->test_client)
+              : run_plain(port, args, timeout, helper_password_);
+}
 
 redis_fleet::redis_fleet(std::size_t count, std::vector<std::string> extra_args,
                          std::string helper_password)
-    : dir_("redlockd-fleet"), extra_args_(std::move(extra_args)),
+    : redis_fleet(count, std::nullopt, std::move(extra_args), std::move(helper_password)) {}
+
+redis_fleet::redis_fleet(std::size_t count, std::optional<fleet_tls> tls)
+    : redis_fleet(count, std::move(tls), {}, {}) {}
+
+redis_fleet::redis_fleet(std::size_t count, std::optional<fleet_tls> tls,
+                         std::vector<std::string> extra_args, std::string helper_password)
+    : tls_(std::move(tls)), dir_("redlockd-fleet"), extra_args_(std::move(extra_args)),
       helper_password_(std::move(helper_password)) {
   for (std::size_t i = 0; i < count; ++i) {
     auto n = std::make_unique<node>();
+    if (tls_) {
+      n->cert_file = tls_->cert_file;
+      n->key_file = tls_->key_file;
+    }
     n->dir = (dir_.path() / ("node" + std::to_string(i))).string();
     n->log = (dir_.path() / ("node" + std::to_string(i) + ".log")).string();
     fs::create_directories(n->dir);
@@ -129,7 +198,7 @@ redis_fleet::~redis_fleet() {
 
 bool redis_fleet::answers_ping(std::uint16_t port) const {
   try {
-    const auto r = run_on(port, {"PING"}, std::chrono::milliseconds(200), helper_password_);
+    const auto r = run_on(port, {"PING"}, std::chrono::milliseconds(200));
     return r.type == redis_reply::kind::status && r.str == "PONG";
   } catch (const std::exception&) {
     return false;
@@ -159,6 +228,12 @@ void redis_fleet::start(node& n, bool fixed_port) {
                                   "no",
                                   "--dir",
                                   n.dir};
+    if (tls_) {
+      args[1] = "0"; // no plaintext port at all
+      args.insert(args.end(), {"--tls-port", std::to_string(n.port), "--tls-cert-file", n.cert_file,
+                               "--tls-key-file", n.key_file, "--tls-ca-cert-file", tls_->ca_file,
+                               "--tls-auth-clients", tls_->require_client_cert ? "yes" : "no"});
+    }
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     n.process = child_process(REDIS_SERVER_BINARY, args, n.log);
     const auto deadline = clock_type::now() + std::chrono::seconds(10);
@@ -212,6 +287,14 @@ void redis_fleet::restart(std::size_t i) {
   start(n, true);
 }
 
+void redis_fleet::use_certificate(std::size_t i, const std::string& cert_file,
+                                  const std::string& key_file) {
+  auto& n = *nodes_.at(i);
+  n.cert_file = cert_file;
+  n.key_file = key_file;
+  restart(i);
+}
+
 void redis_fleet::pause(std::size_t i) {
   nodes_.at(i)->process.signal(SIGSTOP);
 }
@@ -221,7 +304,7 @@ void redis_fleet::resume(std::size_t i) {
 }
 
 redis_reply redis_fleet::command(std::size_t i, const std::vector<std::string>& args) const {
-  return run_on(port(i), args, std::chrono::milliseconds(1000), helper_password_);
+  return run_on(port(i), args, std::chrono::milliseconds(1000));
 }
 
 std::vector<std::string> redis_fleet::keys(std::size_t i, const std::string& pattern) const {

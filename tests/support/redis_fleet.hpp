@@ -1,6 +1,7 @@
 // N independent redis-server masters on free loopback ports, for the integration tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "process.hpp"
+#include "tls_files.hpp"
 
 namespace redlockd::test {
 
@@ -23,14 +25,25 @@ struct redis_reply {
   bool is_error() const { return type == kind::error; }
 };
 
+// A fleet that speaks TLS only: plaintext port 0, tls-port on.
+struct fleet_tls {
+  std::string cert_file; // every node's certificate and key
+  std::string key_file;
+  std::string ca_file;             // tls-ca-cert-file: the CA of clients' certificates
+  bool require_client_cert = true; // tls-auth-clients
+  tls_client_files test_client;    // what the fleet's own connections (command()) present
+};
+
 class redis_fleet {
  public:
-  explicit redis_fleet(std::size_t count = 5);
+  explicit redis_fleet(std::size_t count = 5, std::optional<fleet_tls> tls = std::nullopt);
   // Every redis-server also gets `extra_args` (e.g. {"--requirepass", "pw"}, or an ACL user:
   // {"--user", "name", "on", ">pass", "~*", "&*", "+@all"}), on restarts too. The helpers'
   // own connections send AUTH `helper_password` (the default user's) first when it is set.
   redis_fleet(std::size_t count, std::vector<std::string> extra_args,
               std::string helper_password = {});
+  redis_fleet(std::size_t count, std::optional<fleet_tls> tls, std::vector<std::string> extra_args,
+              std::string helper_password);
   ~redis_fleet();
   redis_fleet(const redis_fleet&) = delete;
   redis_fleet& operator=(const redis_fleet&) = delete;
@@ -46,6 +59,9 @@ class redis_fleet {
   void kill(std::size_t i);
   // Starts node i again on the same port, empty; waits until it answers PING.
   void restart(std::size_t i);
+  // TLS mode: restarts node i, empty, serving this certificate instead of the fleet's.
+  void use_certificate(std::size_t i, const std::string& cert_file, const std::string& key_file);
+  bool tls() const { return tls_.has_value(); }
   // SIGSTOP / SIGCONT: the node keeps its sockets but does not answer.
   void pause(std::size_t i);
   void resume(std::size_t i);
@@ -76,10 +92,15 @@ class redis_fleet {
     std::string log;
     child_process process;
     bool alive = false;
+    std::string cert_file; // TLS mode: this node's certificate and key
+    std::string key_file;
   };
   void start(node& n, bool fixed_port);
   bool answers_ping(std::uint16_t port) const;
+  redis_reply run_on(std::uint16_t port, const std::vector<std::string>& args,
+                     std::chrono::milliseconds timeout) const;
 
+  std::optional<fleet_tls> tls_;
   temp_dir dir_;
   std::vector<std::unique_ptr<node>> nodes_;
   std::vector<std::string> extra_args_;

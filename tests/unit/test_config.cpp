@@ -352,3 +352,64 @@ TEST_CASE("validate checks the cross-field rules of an assembled config", "[conf
     CHECK(starts_with(validate_message(cfg), "max_ttl_ms: "));
   }
 }
+
+TEST_CASE("tls and redis_tls are absent by default and read when given", "[config][tls]") {
+  const config plain = parse_config("{}");
+  CHECK_FALSE(plain.tls.has_value());
+  CHECK_FALSE(plain.redis_tls.has_value());
+
+  const config cfg = parse_config(R"({
+    "tls": {"cert_file": "/etc/redlockd/server.crt", "key_file": "/etc/redlockd/server.key",
+            "client_ca_file": "/etc/redlockd/clients-ca.crt", "handshake_timeout_ms": 2000},
+    "redis_tls": {"ca_file": "/etc/redlockd/redis-ca.crt", "cert_file": "/etc/redlockd/c.crt",
+                  "key_file": "/etc/redlockd/c.key", "server_name": "redis.internal"}})");
+  REQUIRE(cfg.tls.has_value());
+  CHECK(cfg.tls->cert_file == "/etc/redlockd/server.crt");
+  CHECK(cfg.tls->key_file == "/etc/redlockd/server.key");
+  CHECK(cfg.tls->client_ca_file == "/etc/redlockd/clients-ca.crt");
+  CHECK(cfg.tls->handshake_timeout_ms == 2000);
+  REQUIRE(cfg.redis_tls.has_value());
+  CHECK(cfg.redis_tls->ca_file == "/etc/redlockd/redis-ca.crt");
+  CHECK(cfg.redis_tls->cert_file == "/etc/redlockd/c.crt");
+  CHECK(cfg.redis_tls->key_file == "/etc/redlockd/c.key");
+  CHECK(cfg.redis_tls->server_name == "redis.internal");
+
+  const config minimal = parse_config(R"({"tls": {"cert_file": "s.crt", "key_file": "s.key"},
+                                          "redis_tls": {"ca_file": "ca.crt"}})");
+  CHECK(minimal.tls->client_ca_file.empty());
+  CHECK(minimal.tls->handshake_timeout_ms == 5000);
+  CHECK(minimal.redis_tls->cert_file.empty());
+  CHECK(minimal.redis_tls->server_name.empty());
+}
+
+TEST_CASE("tls blocks refuse missing files, unknown keys and wrong types by name",
+          "[config][tls]") {
+  CHECK(config_message(R"({"tls": true})") ==
+        "tls: must be an object with cert_file, key_file and optionally client_ca_file");
+  CHECK(config_message(R"({"tls": {}})") == "tls.cert_file: is required");
+  CHECK(config_message(R"({"tls": {"cert_file": "s.crt"}})") == "tls.key_file: is required");
+  CHECK(config_message(R"({"tls": {"cert_file": "", "key_file": "k"}})") ==
+        "tls.cert_file: must be a file path");
+  CHECK(config_message(R"({"tls": {"cert_file": 1, "key_file": "k"}})") ==
+        "tls.cert_file: must be a string");
+  CHECK(config_message(R"({"tls": {"cert_file": "c", "key_file": "k", "ca_file": "x"}})") ==
+        "tls: unknown key 'ca_file'");
+  CHECK(config_message(R"({"tls": {"cert_file": "c", "key_file": "k",
+                                   "handshake_timeout_ms": 10}})") ==
+        "tls.handshake_timeout_ms: must be an integer between 100 and 60000");
+
+  CHECK(config_message(R"({"redis_tls": "yes"})") ==
+        "redis_tls: must be an object with ca_file and optionally cert_file, key_file, "
+        "server_name");
+  CHECK(config_message(R"({"redis_tls": {}})") ==
+        "redis_tls.ca_file: is required (the masters' certificates are verified)");
+  CHECK(config_message(R"({"redis_tls": {"ca_file": "ca", "cert_file": "c"}})") ==
+        "redis_tls.key_file: cert_file and key_file go together");
+  CHECK(config_message(R"({"redis_tls": {"ca_file": "ca", "key_file": "k"}})") ==
+        "redis_tls.cert_file: cert_file and key_file go together");
+  CHECK(config_message(R"({"redis_tls": {"ca_file": "ca", "server_name": "a b"}})") ==
+        "redis_tls.server_name: must be a host name or address (1-253 printable bytes, no "
+        "spaces)");
+  CHECK(config_message(R"({"redis_tls": {"ca_file": "ca", "verify": false}})") ==
+        "redis_tls: unknown key 'verify'");
+}

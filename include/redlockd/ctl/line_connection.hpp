@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -15,10 +16,19 @@ class connection_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// TLS to the daemon: its certificate is verified against `ca_file` (the system's trusted CAs
+// when empty) and against the host of the address.
+struct tls_options {
+  std::string ca_file;
+  std::string cert_file; // a client certificate, for a daemon that requires one
+  std::string key_file;  // its key; defaults to cert_file (a PEM holding both)
+};
+
 class line_connection {
  public:
-  // "host:port" (or "[v6]:port"). Throws connection_error.
-  line_connection(std::string_view address, std::chrono::milliseconds timeout);
+  // "host:port" (or "[v6]:port"), TLS when `tls` is set. Throws connection_error.
+  line_connection(std::string_view address, std::chrono::milliseconds timeout,
+                  const std::optional<tls_options>& tls = std::nullopt);
   ~line_connection();
   line_connection(const line_connection&) = delete;
   line_connection& operator=(const line_connection&) = delete;
@@ -35,8 +45,15 @@ class line_connection {
   bool has_buffered_line() const { return buffer_.find('\n') != std::string::npos; }
 
  private:
+  struct tls_state;
+  void start_tls(const std::string& host, const tls_options& options,
+                 std::chrono::steady_clock::time_point deadline);
+  // Reads what is there into buffer_: > 0 bytes, 0 nothing yet; throws when the daemon closed.
+  std::size_t receive();
+
   int fd_ = -1;
   std::string buffer_;
+  std::unique_ptr<tls_state> tls_; // null: plaintext
 };
 
 } // namespace redlockd::ctl
