@@ -69,14 +69,6 @@ std::string http_get(std::uint16_t port, const std::string& path) {
   }
 }
 
-// The redis-server arguments of an ACL fleet: the default user needs `admin` (for the test's own
-// helpers) and the user "redlockd" has `password` and only the commands the README lists.
-std::vector<std::string> acl_args(const std::string& admin, const std::string& password) {
-  return {"--requirepass", admin,   "--user", "redlockd", "on",          ">" + password, "~*",
-          "resetchannels", "-@all", "+get",   "+set",     "+del",        "+pexpire",     "+pttl",
-          "+time",         "+info", "+eval",  "+evalsha", "+script|load"};
-}
-
 } // namespace
 
 TEST_CASE("with a client secret every verb but PING HELLO AUTH QUIT answers ERR NOAUTH",

@@ -440,3 +440,56 @@ TEST_CASE("TLS - SIGTERM drains TLS clients, releases KEEP locks and exits 0", "
   CHECK(keeper.read_line() == "LOST drained " + held->owner);
   CHECK(nodes_holding(env.fleet, "drained", held->owner).empty());
 }
+
+TEST_CASE("TLS - everything on: certificates both ways, a client secret and a Redis ACL user",
+          "[tls][auth]") {
+  test_pki pki;
+  const std::string admin = "adm1n-pass";
+  const std::string password = "redlockd-acl-pass";
+  const std::string secret = "s3cret-over-tls";
+  redis_fleet fleet(5, fleet_settings(pki), acl_args(admin, password), admin);
+  temp_dir dir;
+  write_file(dir.path() / "redis-password", password + "\n");
+  write_file(dir.path() / "client-secret", secret + "\n");
+  daemon_options options =
+      tls_daemon(pki, fleet,
+                 {{"redis_username", "redlockd"},
+                  {"redis_password_file", (dir.path() / "redis-password").string()},
+                  {"client_secret_file", (dir.path() / "client-secret").string()}});
+  options.client_secret = secret;
+  daemon_process daemon(options);
+
+  line_client client = daemon.connect();
+  CHECK(starts_with(client.request("LOCK vault 10000"), "ERR NOAUTH"));
+  CHECK(starts_with(client.request("AUTH wrong"), "ERR AUTH_FAILED"));
+  REQUIRE(client.request("AUTH " + secret) == "OK");
+  const auto grant = parse_lock_ok(client.request("LOCK vault 10000"));
+  REQUIRE(grant);
+  CHECK(nodes_holding(fleet, "vault", grant->owner).size() >= 3);
+
+  // A master restarted with the same ACL is authenticated again, over TLS.
+  fleet.kill(0);
+  fleet.restart(0);
+  // (It is quarantined as restarted: the daemon has read its new run_id, so it got back in.)
+  CHECK(eventually(
+      [&] { return node_state(daemon.info(), fleet.address(0)) == "quarantined:restart"; }, 5s));
+  CHECK(client.request("UNLOCK vault " + grant->owner) == "OK");
+  CHECK(nodes_holding(fleet, "vault", grant->owner).empty());
+
+  // redlockctl with every flag.
+  write_file(dir.path() / "ctl-secret", secret + "\n");
+  const std::vector<std::string> flags = {"--addr",   "127.0.0.1:" + std::to_string(daemon.port()),
+                                          "--cacert", pki.ca_file,
+                                          "--cert",   pki.client_cert,
+                                          "--key",    pki.client_key};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = flags;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  CHECK(run_command(ctl, with({"--secret-file", (dir.path() / "ctl-secret").string(), "lock",
+                               "vault", "--ttl", "5s"}))
+            .status == 0);
+  CHECK(run_command(ctl, with({"lock", "vault", "--ttl", "5s"})).status == 6); // no secret
+  CHECK(daemon.running());
+}

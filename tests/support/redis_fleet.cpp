@@ -108,7 +108,8 @@ redis_reply run_plain(std::uint16_t port, const std::vector<std::string>& args,
 // hiredis 0.14 has no TLS: the command is formatted and the reply parsed by hiredis, the bytes
 // travel over a tls_socket.
 redis_reply run_tls(std::uint16_t port, const std::vector<std::string>& args,
-                    std::chrono::milliseconds timeout, const tls_client_files& files) {
+                    std::chrono::milliseconds timeout, const tls_client_files& files,
+                    const std::string& password) {
   const auto deadline = clock_type::now() + timeout;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct closer {
@@ -129,11 +130,22 @@ redis_reply run_tls(std::uint16_t port, const std::vector<std::string>& args,
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  char* formatted = nullptr;
-  const int length =
-      redisFormatCommandArgv(&formatted, static_cast<int>(args.size()), argv.data(), lens.data());
-  const std::string command(formatted, static_cast<std::size_t>(length));
-  redisFreeCommand(formatted);
+  auto format = [](std::vector<const char*> words, const std::vector<std::size_t>& sizes) {
+    char* formatted = nullptr;
+    const int length = redisFormatCommandArgv(&formatted, static_cast<int>(words.size()),
+                                              words.data(), sizes.data());
+    std::string command(formatted, static_cast<std::size_t>(length));
+    redisFreeCommand(formatted);
+    return command;
+  };
+  // With a password, AUTH goes first in the same write; its reply is checked before the other.
+  std::size_t replies_to_skip = 0;
+  std::string command;
+  if (!password.empty()) {
+    command = format({"AUTH", password.c_str()}, {4, password.size()});
+    replies_to_skip = 1;
+  }
+  command += format(argv, lens);
   tls.write(command, deadline);
   std::unique_ptr<redisReader, decltype(&redisReaderFree)> reader(redisReaderCreate(),
                                                                   &redisReaderFree);
@@ -145,6 +157,13 @@ redis_reply run_tls(std::uint16_t port, const std::vector<std::string>& args,
     }
     if (reply != nullptr) {
       reply_ptr owned(static_cast<redisReply*>(reply));
+      if (replies_to_skip > 0) {
+        --replies_to_skip;
+        if (owned->type == REDIS_REPLY_ERROR) {
+          throw std::runtime_error("redis 127.0.0.1:" + std::to_string(port) + ": AUTH failed");
+        }
+        continue;
+      }
       return convert(owned.get());
     }
     received.clear();
@@ -159,7 +178,7 @@ redis_reply run_tls(std::uint16_t port, const std::vector<std::string>& args,
 
 redis_reply redis_fleet::run_on(std::uint16_t port, const std::vector<std::string>& args,
                                 std::chrono::milliseconds timeout) const {
-  return tls_ ? run_tls(port, args, timeout, tls_->test_client)
+  return tls_ ? run_tls(port, args, timeout, tls_->test_client, helper_password_)
               : run_plain(port, args, timeout, helper_password_);
 }
 

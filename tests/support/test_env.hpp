@@ -93,4 +93,12 @@ inline bool starts_with(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0;
 }
 
+// The redis-server arguments of an ACL fleet: the default user needs `admin` (for the test's own
+// helpers) and the user "redlockd" has `password` and only the commands the README lists.
+inline std::vector<std::string> acl_args(const std::string& admin, const std::string& password) {
+  return {"--requirepass", admin,   "--user", "redlockd", "on",          ">" + password, "~*",
+          "resetchannels", "-@all", "+get",   "+set",     "+del",        "+pexpire",     "+pttl",
+          "+time",         "+info", "+eval",  "+evalsha", "+script|load"};
+}
+
 } // namespace redlockd::test
