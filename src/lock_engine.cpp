@@ -161,18 +161,24 @@ bool lock_engine::eligible(std::size_t node) {
   return true;
 }
 
-bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uint64_t micros) {
+bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uint64_t micros,
+                               std::optional<clock_type::time_point> sent_at) {
   node_health& h = health_[node];
   const auto node_us = static_cast<std::int64_t>(seconds * 1'000'000 + micros);
-  const clock_type::time_point local = now_();
+  const clock_type::time_point received = now_();
+  const clock_type::time_point sent = std::min(sent_at.value_or(received), received);
   const auto previous = h.clock;
-  h.clock = std::pair{node_us, local};
+  h.clock = node_health::time_sample{node_us, sent, received};
   if (!previous)
     return true;
-  const std::int64_t node_delta = node_us - previous->first;
-  const std::int64_t local_delta =
-      std::chrono::duration_cast<std::chrono::microseconds>(local - previous->second).count();
-  const std::int64_t skew = node_delta - local_delta;
+  const auto us = [](clock_type::duration d) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+  };
+  // Each TIME was read between its request's send and its reply's handling, so between the two
+  // samples at most (received - previous sent) and at least (sent - previous received) passed.
+  const std::int64_t node_delta = node_us - previous->node_us;
+  const std::int64_t skew = node_delta - us(received - previous->sent);
+  const std::int64_t behind = us(sent - previous->received) - node_delta;
   const std::int64_t bound = static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000;
   if (skew > bound) {
     // Its keys now expire early by up to the jump: locks granted there may already be gone.
@@ -182,9 +188,9 @@ bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uin
                std::chrono::milliseconds(std::max<std::uint64_t>(max_ttl_granted_, 1)));
     return false;
   }
-  if (skew < -bound)
+  if (behind > bound)
     log_->warn("node {}: clock jumped {} ms backward (its locks last longer than granted)",
-               cfg_.nodes[node].to_string(), -skew / 1000);
+               cfg_.nodes[node].to_string(), behind / 1000);
   return true;
 }
 
@@ -531,7 +537,7 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
   vote v = vote::failed;
   switch (tag.kind) {
   case request_kind::acquire:
-    if (array_size(reply) == 4 && !clock_ok(node, array_at(reply, 2), array_at(reply, 3))) {
+    if (array_size(reply) == 4 && !clock_ok(node, array_at(reply, 2), array_at(reply, 3), op.t0)) {
       v = vote::failed; // the node's clock jumped: its grant cannot be trusted
     } else if (array_size(reply) == 4) {
       const redisReply& granted = array_at(reply, 0);
@@ -575,7 +581,7 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
     }
     break;
   case request_kind::extend:
-    if (array_size(reply) == 3 && !clock_ok(node, array_at(reply, 1), array_at(reply, 2))) {
+    if (array_size(reply) == 3 && !clock_ok(node, array_at(reply, 1), array_at(reply, 2), op.t0)) {
       v = vote::failed;
     } else if (const auto n = array_size(reply) == 3 ? as_integer(array_at(reply, 0))
                                                      : std::optional<std::int64_t>{}) {
@@ -645,7 +651,8 @@ void lock_engine::judge_key_loss(operation& op) {
   }
 }
 
-bool lock_engine::clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros) {
+bool lock_engine::clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros,
+                           clock_type::time_point sent_at) {
   std::uint64_t s = 0;
   std::uint64_t us = 0;
   const std::string_view s_text = as_string(seconds);
@@ -653,7 +660,7 @@ bool lock_engine::clock_ok(std::size_t node, const redisReply& seconds, const re
   if (!parse_counter(s_text.data(), s_text.size(), s) ||
       !parse_counter(us_text.data(), us_text.size(), us))
     return true; // no usable sample: judged by the next one
-  return on_node_time(node, s, us);
+  return on_node_time(node, s, us, sent_at);
 }
 
 void lock_engine::on_failure(std::size_t node, const request_tag& tag) {

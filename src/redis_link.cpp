@@ -345,7 +345,7 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
       const auto us_text = as_string(array_at(reply, 1));
       if (parse_counter(s_text.data(), s_text.size(), seconds) &&
           parse_counter(us_text.data(), us_text.size(), micros))
-        engine_->on_node_time(index_, seconds, micros);
+        engine_->on_node_time(index_, seconds, micros, ping_sent_);
     }
     return;
   }

@@ -107,10 +107,14 @@ class lock_engine {
   // longest TTL granted, means it restarted and may have lost locks: it is quarantined.
   void on_node_identity(std::size_t node, std::string_view run_id, std::uint64_t uptime_ms);
 
-  // A TIME sample from a node (from a script or the health probe). A forward jump beyond
-  // clock_jump_ms against the daemon's monotonic clock quarantines the node and returns false:
-  // a vote that came with it must not count. A backward jump is logged.
-  bool on_node_time(std::size_t node, std::uint64_t seconds, std::uint64_t micros);
+  // A TIME sample from a node (from a script or the health probe), whose request was sent at
+  // `sent_at` (default: now) and is handled now. A forward jump beyond clock_jump_ms against the
+  // daemon's monotonic clock quarantines the node and returns false: a vote that came with it
+  // must not count. A backward jump is logged. The node's time is only known to lie between the
+  // send and the handling of each sample, so a busy event loop that handles replies late does
+  // not look like a jump.
+  bool on_node_time(std::size_t node, std::uint64_t seconds, std::uint64_t micros,
+                    std::optional<clock_type::time_point> sent_at = std::nullopt);
 
   enum class quarantine_reason : std::uint8_t { none, restart, keyloss, clock };
   struct node_status {
@@ -235,7 +239,8 @@ class lock_engine {
   void drop_keep(std::uint32_t index);
   // quarantine
   bool eligible(std::size_t node);
-  bool clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros);
+  bool clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros,
+                clock_type::time_point sent_at);
   void expect_lease(operation& op);
   void judge_key_loss(operation& op);
   void quarantine(std::size_t node, quarantine_reason reason, std::chrono::milliseconds length);
@@ -292,7 +297,12 @@ class lock_engine {
     bool reseed = false;
     bool max_ttl_read = false;
     std::optional<std::pair<std::uint64_t, clock_type::time_point>> uptime; // judged later
-    std::optional<std::pair<std::int64_t, clock_type::time_point>> clock;   // last TIME sample
+    struct time_sample {
+      std::int64_t node_us;            // the node's TIME
+      clock_type::time_point sent;     // when its request was sent
+      clock_type::time_point received; // when its reply was handled
+    };
+    std::optional<time_sample> clock; // the last TIME sample
   };
   std::array<node_health, max_nodes> health_{};
   std::uint64_t max_ttl_granted_ = 0;

@@ -851,3 +851,22 @@ TEST_CASE("a key gone everywhere, gone after its validity, or never granted is n
     CHECK(f.engine.status_of(node).reason == lock_engine::quarantine_reason::none);
   CHECK(f.engine.counters().key_losses == 0);
 }
+
+TEST_CASE("replies handled late by a busy daemon are no clock jump", "[engine][quarantine]") {
+  fixture f;
+  // The first sample: the node read its clock at once, the daemon handled the reply 2 s later
+  // (its event loop was flooded).
+  const clock_type::time_point first_sent = f.now;
+  f.now += 2s;
+  CHECK(f.engine.on_node_time(0, 1000, 1000, first_sent));
+  // The next sample is handled promptly: 2 s passed on the node, 1 ms between the handlings.
+  const clock_type::time_point second_sent = f.now;
+  f.now += 1ms;
+  CHECK(f.engine.on_node_time(0, 1002, 0, second_sent));
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
+  // A real jump still shows: 1 s here, 60 s there.
+  const clock_type::time_point third_sent = f.now;
+  f.now += 1s;
+  CHECK_FALSE(f.engine.on_node_time(0, 1063, 0, third_sent));
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::clock);
+}
