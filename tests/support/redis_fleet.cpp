@@ -96,9 +96,16 @@ redis_reply run_on(std::uint16_t port, const std::vector<std::string>& args,
 
 } // namespace
 
-redis_fleet::redis_fleet(std::size_t count) : dir_("redlockd-fleet") {
+redis_fleet::redis_fleet(std::size_t count) : redis_fleet(count, nullptr) {}
+
+redis_fleet::redis_fleet(std::size_t count,
+                         const std::function<std::vector<std::string>(std::size_t)>& launch_prefix)
+    : dir_("redlockd-fleet") {
   for (std::size_t i = 0; i < count; ++i) {
     auto n = std::make_unique<node>();
+    if (launch_prefix) {
+      n->launch_prefix = launch_prefix(i);
+    }
     n->dir = (dir_.path() / ("node" + std::to_string(i))).string();
     n->log = (dir_.path() / ("node" + std::to_string(i) + ".log")).string();
     fs::create_directories(n->dir);
@@ -133,11 +140,13 @@ void redis_fleet::start(node& n, bool fixed_port) {
     if (!fixed_port) {
       n.port = free_loopback_port();
     }
-    n.process = child_process(REDIS_SERVER_BINARY,
-                              {"--port", std::to_string(n.port), "--bind", "127.0.0.1", "--save",
-                               "", "--appendonly", "no", "--protected-mode", "no", "--daemonize",
-                               "no", "--dir", n.dir},
-                              n.log);
+    std::vector<std::string> command = n.launch_prefix;
+    command.insert(command.end(), {REDIS_SERVER_BINARY, "--port", std::to_string(n.port), "--bind",
+                                   "127.0.0.1", "--save", "", "--appendonly", "no",
+                                   "--protected-mode", "no", "--daemonize", "no", "--dir", n.dir});
+    const std::string binary = command.front();
+    command.erase(command.begin());
+    n.process = child_process(binary, command, n.log);
     const auto deadline = clock_type::now() + std::chrono::seconds(10);
     while (clock_type::now() < deadline) {
       if (answers_ping(n.port)) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,10 @@ struct redis_reply {
 class redis_fleet {
  public:
   explicit redis_fleet(std::size_t count = 5);
+  // Each node i is started (and restarted) as `launch_prefix(i)` followed by the redis-server
+  // command line, e.g. {"/usr/bin/env", "LD_PRELOAD=...", ...} to run it under libfaketime.
+  redis_fleet(std::size_t count,
+              const std::function<std::vector<std::string>(std::size_t)>& launch_prefix);
   ~redis_fleet();
   redis_fleet(const redis_fleet&) = delete;
   redis_fleet& operator=(const redis_fleet&) = delete;
@@ -69,6 +74,7 @@ class redis_fleet {
     std::uint16_t port = 0;
     std::string dir;
     std::string log;
+    std::vector<std::string> launch_prefix;
     child_process process;
     bool alive = false;
   };
