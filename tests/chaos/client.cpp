@@ -230,7 +230,9 @@ std::vector<std::string> client_options::to_args() const {
   std::string joined;
   for (const auto& r : resources)
     joined += (joined.empty() ? "" : ",") + r;
-  return {"--name",
+  return {"--stop-file",
+          stop_file,
+          "--name",
           name,
           "--daemon-index",
           std::to_string(daemon_index),

@@ -66,14 +66,14 @@ void log_line(const std::string& text) {
 struct run_spec {
   std::string schedule; // "split-restart", "split-clock" or "mixed"
   bool weakened = false;
-  int cycles = 2;                      // split schedules: how many times
+  int cycles = 3;                      // split schedules: how many times
   std::chrono::seconds duration = 60s; // mixed: how long the nemesis runs
   int clients = 4;
   int daemons = 2;
   int resources = 3;
-  std::int64_t ttl_ms = 8000;
-  std::int64_t hold_min_ms = 2000;
-  std::int64_t hold_max_ms = 5000;
+  std::int64_t ttl_ms = 5000;
+  std::int64_t hold_min_ms = 1500; // long enough to outlast the heal of a split
+  std::int64_t hold_max_ms = 3500;
   std::uint64_t seed = std::random_device{}();
 };
 
@@ -240,6 +240,39 @@ class cluster {
     finish(f);
   }
 
+  // Network faults through the proxies, for every daemon: a master that swallows everything,
+  // or one whose replies come later than the node timeout.
+  void blackhole_master(std::size_t node, std::chrono::milliseconds length) {
+    fault f{"blackhole-master", node_names({node}), monotonic_ns()};
+    set_proxies({node}, fault_proxy::mode::blackhole);
+    std::this_thread::sleep_for(length);
+    set_proxies({node}, fault_proxy::mode::pass);
+    finish(f);
+  }
+
+  void delay_master(std::size_t node, int delay_ms, std::chrono::milliseconds length) {
+    fault f{"delay-master-" + std::to_string(delay_ms) + "ms", node_names({node}), monotonic_ns()};
+    set_proxies({node}, fault_proxy::mode::delay, delay_ms);
+    std::this_thread::sleep_for(length);
+    set_proxies({node}, fault_proxy::mode::pass);
+    finish(f);
+  }
+
+  // Two daemons, two views (Kleppmann's A,B,C vs C,D,E): daemon 0 loses masters 3 and 4,
+  // daemon 1 loses masters 0 and 1; both still see a majority that overlaps only in master 2.
+  void split_daemons(std::chrono::milliseconds length) {
+    if (daemons_.size() < 2)
+      return;
+    fault f{"split-daemons", "daemon0:-node3,node4 daemon1:-node0,node1", monotonic_ns()};
+    for (auto i : {3, 4})
+      proxies_[0][static_cast<std::size_t>(i)]->set_mode(fault_proxy::mode::blackhole);
+    for (auto i : {0, 1})
+      proxies_[1][static_cast<std::size_t>(i)]->set_mode(fault_proxy::mode::blackhole);
+    std::this_thread::sleep_for(length);
+    set_proxies({0, 1, 3, 4}, fault_proxy::mode::pass);
+    finish(f);
+  }
+
   void flushall(std::size_t node) {
     fault f{"flushall", node_names({node}), monotonic_ns()};
     fleet_.run(node, "FLUSHALL");
@@ -262,6 +295,9 @@ class cluster {
     // Until every daemon has given up on them, commands may still queue towards them.
     wait_states(
         stopped, [](const std::string& s) { return s != "ok"; }, 10s);
+    // Keys the two still hold from before the cut (their UNLOCKs no longer arrive) would block
+    // the intruder on the healed side: let them expire first.
+    std::this_thread::sleep_for(std::chrono::milliseconds(spec_.ttl_ms + 200));
     log_line("split: masters 3 and 4 are out; " + owners_by_node());
     wait_fresh_grant(6s);
     log_line("fresh grant: " + owners_by_node());
@@ -478,7 +514,7 @@ void mixed_nemesis(cluster& c, std::int64_t until_ns) {
   };
   std::size_t round = 0;
   while (monotonic_ns() < until_ns) {
-    switch (round++ % 10) {
+    switch (round++ % 13) {
     case 0:
       c.kill_restart_masters({pick(master_count)});
       break;
@@ -508,8 +544,17 @@ void mixed_nemesis(cluster& c, std::int64_t until_ns) {
     case 8:
       c.flushall(pick(master_count));
       break;
-    default:
+    case 9:
       c.jump_clock(20s);
+      break;
+    case 10:
+      c.blackhole_master(pick(master_count), 3s);
+      break;
+    case 11:
+      c.delay_master(pick(master_count), pick(2) == 0 ? 40 : 150, 4s);
+      break;
+    default:
+      c.split_daemons(4s);
       break;
     }
     std::this_thread::sleep_for(3s);
@@ -544,13 +589,16 @@ run_report run_one(const run_spec& spec) {
     log_line("heal; waiting for the clients to finish");
     std::this_thread::sleep_for(std::chrono::nanoseconds(quiet_after_ns));
     c.stop_clients(std::chrono::milliseconds(spec.hold_max_ms + 8000));
+    log_line("clients stopped; checking");
     auto history = c.history();
     auto final_store = c.store_state();
     report.checks.push_back(check_validity_overlap(history));
     report.checks.push_back(check_fence_order(history));
     report.checks.push_back(check_lost_writes(history, final_store));
     report.checks.push_back(c.check_liveness(report.liveness_max_ms));
+    log_line("liveness checked");
     report.checks.push_back(c.check_leaks());
+    log_line("leaks checked");
     report.stale = count_stale_writes(history);
     report.store = final_store;
     for (const auto& op : history)
