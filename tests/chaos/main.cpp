@@ -86,11 +86,13 @@ struct run_report {
   stale_write_counts stale;
   register_state store;
   std::int64_t liveness_max_ms = 0;
+  std::string detected; // what the daemons' INFO counters say they noticed
 
   std::size_t safety_violations() const {
     std::size_t n = 0;
     for (const auto& c : checks)
-      if (c.name != "locks can be taken after heal" && c.name != "no lock key left after heal")
+      if (c.name != "locks can be taken after heal" && c.name != "no lock key left after heal" &&
+          c.name != "daemons alive, logs clean")
         n += c.violations;
     return n;
   }
@@ -379,6 +381,38 @@ class cluster {
     return result;
   }
 
+  // Jepsen's log-file checker: the daemons are still running (the nemesis restarts them, it
+  // never leaves one dead) and their logs hold no sanitizer report and no critical error.
+  checker_result check_daemon_logs() {
+    checker_result result{"daemons alive, logs clean"};
+    for (std::size_t d = 0; d < daemons_.size(); ++d) {
+      ++result.checked;
+      if (!daemons_[d]->running())
+        result.add("daemon" + std::to_string(d) + " is not running");
+      const std::string log = daemons_[d]->log();
+      for (const char* bad : {"AddressSanitizer", "LeakSanitizer", "runtime error:", " critical "})
+        if (log.find(bad) != std::string::npos)
+          result.add("daemon" + std::to_string(d) + " log contains \"" + bad + "\"");
+    }
+    return result;
+  }
+
+  // What the daemons say they detected (counters restart with a daemon).
+  std::string detected() const {
+    std::uint64_t restarts = 0;
+    std::uint64_t clock_jumps = 0;
+    for (const auto& d : daemons_) {
+      try {
+        const auto counters = d->info().at("counters");
+        restarts += counters.value("restarts", std::uint64_t{0});
+        clock_jumps += counters.value("clock_jumps", std::uint64_t{0});
+      } catch (const std::exception&) {
+      }
+    }
+    return "master restarts " + std::to_string(restarts) + ", clock jumps " +
+           std::to_string(clock_jumps);
+  }
+
   const std::vector<fault>& faults() const { return faults_; }
   register_state store_state() const { return store_.snapshot(); }
   std::size_t daemon_count() const { return daemons_.size(); }
@@ -590,6 +624,7 @@ run_report run_one(const run_spec& spec) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(quiet_after_ns));
     c.stop_clients(std::chrono::milliseconds(spec.hold_max_ms + 8000));
     log_line("clients stopped; checking");
+    report.detected = c.detected();
     auto history = c.history();
     auto final_store = c.store_state();
     report.checks.push_back(check_validity_overlap(history));
@@ -599,6 +634,7 @@ run_report run_one(const run_spec& spec) {
     log_line("liveness checked");
     report.checks.push_back(c.check_leaks());
     log_line("leaks checked");
+    report.checks.push_back(c.check_daemon_logs());
     report.stale = count_stale_writes(history);
     report.store = final_store;
     for (const auto& op : history)
@@ -634,6 +670,7 @@ void print_report(const run_report& r) {
             << r.store.reads_rejected << "; writes after their lease ended: " << r.stale.stale
             << " (rejected " << r.stale.rejected << ", accepted with no newer holder "
             << r.stale.accepted << ")\n";
+  std::cout << "daemons detected (INFO counters, since their last start): " << r.detected << "\n";
   std::cout << "liveness: slowest lock after heal " << r.liveness_max_ms << " ms\n";
   std::cout << "checkers (violations / checked):\n";
   for (const auto& c : r.checks) {
