@@ -319,9 +319,20 @@ class cluster {
   }
 
   void heal_everything() {
-    for (std::size_t i = 0; i < master_count; ++i)
-      if (fleet_.alive(i))
+    for (std::size_t i = 0; i < master_count; ++i) {
+      if (fleet_.alive(i)) {
         fleet_.resume(i);
+        continue;
+      }
+      try {
+        fleet_.restart(i); // a restart the nemesis could not finish
+      } catch (const std::exception& e) {
+        log_line(std::string("heal: ") + e.what());
+      }
+    }
+    for (auto& per_daemon : proxies_)
+      for (auto& proxy : per_daemon)
+        proxy->set_mode(fault_proxy::mode::pass);
     for (auto& c : clients_)
       c.signal(SIGCONT);
     for (auto& d : daemons_)
@@ -540,6 +551,9 @@ class cluster {
   std::int64_t clients_done_ns_ = 0;
 };
 
+template <class Pick>
+void apply_mixed_fault(cluster& c, std::size_t round, Pick& pick);
+
 // The long mode's mix: one fault at a time, each healed before a quiet spell.
 void mixed_nemesis(cluster& c, std::int64_t until_ns) {
   auto& random = c.random();
@@ -548,7 +562,22 @@ void mixed_nemesis(cluster& c, std::int64_t until_ns) {
   };
   std::size_t round = 0;
   while (monotonic_ns() < until_ns) {
-    switch (round++ % 13) {
+    try {
+      apply_mixed_fault(c, round++, pick);
+    } catch (const std::exception& e) {
+      // A fault the harness could not apply or heal (e.g. a daemon not ready in time) is
+      // logged; the run carries on and the checkers judge what happened.
+      log_line(std::string("nemesis: ") + e.what());
+      c.heal_everything();
+    }
+    std::this_thread::sleep_for(3s);
+  }
+}
+
+template <class Pick>
+void apply_mixed_fault(cluster& c, std::size_t round, Pick& pick) {
+  {
+    switch (round % 13) {
     case 0:
       c.kill_restart_masters({pick(master_count)});
       break;
@@ -591,7 +620,6 @@ void mixed_nemesis(cluster& c, std::int64_t until_ns) {
       c.split_daemons(4s);
       break;
     }
-    std::this_thread::sleep_for(3s);
   }
 }
 
