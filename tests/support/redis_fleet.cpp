@@ -189,12 +189,19 @@ redis_fleet::redis_fleet(std::size_t count, std::vector<std::string> extra_args,
 redis_fleet::redis_fleet(std::size_t count, std::optional<fleet_tls> tls)
     : redis_fleet(count, std::move(tls), {}, {}) {}
 
+redis_fleet::redis_fleet(std::size_t count, const launch_prefix_function& launch_prefix)
+    : redis_fleet(count, std::nullopt, {}, {}, launch_prefix) {}
+
 redis_fleet::redis_fleet(std::size_t count, std::optional<fleet_tls> tls,
-                         std::vector<std::string> extra_args, std::string helper_password)
+                         std::vector<std::string> extra_args, std::string helper_password,
+                         const launch_prefix_function& launch_prefix)
     : tls_(std::move(tls)), dir_("redlockd-fleet"), extra_args_(std::move(extra_args)),
       helper_password_(std::move(helper_password)) {
   for (std::size_t i = 0; i < count; ++i) {
     auto n = std::make_unique<node>();
+    if (launch_prefix) {
+      n->launch_prefix = launch_prefix(i);
+    }
     if (tls_) {
       n->cert_file = tls_->cert_file;
       n->key_file = tls_->key_file;
@@ -254,7 +261,13 @@ void redis_fleet::start(node& n, bool fixed_port) {
                                "--tls-auth-clients", tls_->require_client_cert ? "yes" : "no"});
     }
     args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-    n.process = child_process(REDIS_SERVER_BINARY, args, n.log);
+    // Under a launch prefix the first word of the prefix is what runs.
+    std::vector<std::string> command = n.launch_prefix;
+    command.push_back(REDIS_SERVER_BINARY);
+    command.insert(command.end(), args.begin(), args.end());
+    const std::string binary = command.front();
+    command.erase(command.begin());
+    n.process = child_process(binary, command, n.log);
     const auto deadline = clock_type::now() + std::chrono::seconds(10);
     while (clock_type::now() < deadline) {
       if (answers_ping(n.port)) {

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,8 +43,12 @@ class redis_fleet {
   // own connections send AUTH `helper_password` (the default user's) first when it is set.
   redis_fleet(std::size_t count, std::vector<std::string> extra_args,
               std::string helper_password = {});
+  // Each node i is started (and restarted) as `launch_prefix(i)` followed by the redis-server
+  // command line, e.g. {"/usr/bin/env", "LD_PRELOAD=...", ...} to run it under libfaketime.
+  using launch_prefix_function = std::function<std::vector<std::string>(std::size_t)>;
+  redis_fleet(std::size_t count, const launch_prefix_function& launch_prefix);
   redis_fleet(std::size_t count, std::optional<fleet_tls> tls, std::vector<std::string> extra_args,
-              std::string helper_password);
+              std::string helper_password, const launch_prefix_function& launch_prefix = nullptr);
   ~redis_fleet();
   redis_fleet(const redis_fleet&) = delete;
   redis_fleet& operator=(const redis_fleet&) = delete;
@@ -90,6 +95,7 @@ class redis_fleet {
     std::uint16_t port = 0;
     std::string dir;
     std::string log;
+    std::vector<std::string> launch_prefix;
     child_process process;
     bool alive = false;
     std::string cert_file; // TLS mode: this node's certificate and key

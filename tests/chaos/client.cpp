@@ -1,0 +1,257 @@
+// A chaos client process: contends for the resources through one daemon and, holding a lock,
+// does read-sleep-write on the fenced register. Every operation goes to its history file as one
+// JSON line, written and flushed when it completes.
+#include "client.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <thread>
+#include <unistd.h>
+
+#include "history.hpp"
+#include "line_client.hpp"
+
+namespace redlockd::chaos {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A blocking line client over the register's unix socket.
+class register_client {
+ public:
+  explicit register_client(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), std::min(path.size() + 1, sizeof(addr.sun_path)));
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+      throw std::runtime_error("cannot reach the register at " + path + ": " +
+                               std::strerror(errno));
+  }
+  ~register_client() { ::close(fd_); }
+  register_client(const register_client&) = delete;
+  register_client& operator=(const register_client&) = delete;
+
+  std::string request(const std::string& line) {
+    const std::string out = line + "\n";
+    std::size_t sent = 0;
+    while (sent < out.size()) {
+      const ssize_t n = ::write(fd_, out.data() + sent, out.size() - sent);
+      if (n <= 0)
+        throw std::runtime_error("register write failed");
+      sent += static_cast<std::size_t>(n);
+    }
+    for (;;) {
+      if (const auto eol = input_.find('\n'); eol != std::string::npos) {
+        std::string reply = input_.substr(0, eol);
+        input_.erase(0, eol + 1);
+        return reply;
+      }
+      char buffer[65536];
+      const ssize_t n = ::read(fd_, buffer, sizeof(buffer));
+      if (n <= 0)
+        throw std::runtime_error("register closed");
+      input_.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::string input_;
+};
+
+class history_writer {
+ public:
+  explicit history_writer(const std::string& path) : out_(path, std::ios::app) {}
+  void record(const operation& op) {
+    out_ << to_json(op).dump() << '\n';
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+} // namespace
+
+int run_client(const client_options& options) {
+  std::mt19937_64 random(std::random_device{}());
+  auto uniform = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(random);
+  };
+  history_writer history(options.history_file);
+  register_client store(options.register_socket);
+  std::optional<test::line_client> daemon;
+  std::uint64_t sequence = 0;
+
+  auto base = [&](const std::string& kind, const std::string& resource) {
+    operation op;
+    op.process = options.name;
+    op.kind = kind;
+    op.resource = resource;
+    op.daemon = options.daemon_index;
+    op.invoke_ns = monotonic_ns();
+    return op;
+  };
+  // One request to the daemon; std::nullopt (and a dropped connection) when it broke.
+  auto ask = [&](const std::string& line, std::string& error) -> std::optional<std::string> {
+    try {
+      if (!daemon)
+        daemon.emplace(options.daemon_port, std::chrono::milliseconds(options.reply_timeout_ms));
+      return daemon->request(line);
+    } catch (const std::exception& e) {
+      error = e.what();
+      daemon.reset();
+      return std::nullopt;
+    }
+  };
+
+  auto stopped = [&] {
+    return monotonic_ns() >= options.until_ns ||
+           (!options.stop_file.empty() && std::filesystem::exists(options.stop_file));
+  };
+  while (!stopped()) {
+    const std::string resource = options.resources[static_cast<std::size_t>(
+        uniform(0, static_cast<std::int64_t>(options.resources.size()) - 1))];
+    operation lock = base("lock", resource);
+    std::string error;
+    const auto reply = ask("LOCK " + resource + " " + std::to_string(options.ttl_ms), error);
+    lock.complete_ns = monotonic_ns();
+    const auto grant = reply ? test::parse_lock_ok(*reply) : std::nullopt;
+    if (!reply) {
+      lock.outcome = "info"; // it may have been granted: nobody will ever know its owner
+      lock.reply = error;
+    } else if (grant) {
+      lock.outcome = "ok";
+      lock.reply = *reply;
+      lock.owner = grant->owner;
+      lock.fence = grant->fence;
+      lock.validity_ms = grant->validity_ms;
+    } else {
+      lock.outcome = "fail";
+      lock.reply = *reply;
+    }
+    history.record(lock);
+    if (!grant) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(uniform(20, 120)));
+      if (!reply) // the daemon is down or paused: do not spin
+        std::this_thread::sleep_for(200ms);
+      continue;
+    }
+
+    // Read-sleep-write under the lock, the fence travelling with both accesses.
+    const std::string fence = std::to_string(grant->fence);
+    operation read = base("read", resource);
+    read.fence = grant->fence;
+    const std::string read_reply =
+        store.request("READ " + resource + " " + fence + " " + options.name);
+    read.complete_ns = monotonic_ns();
+    read.reply = read_reply.substr(0, 80);
+    read.outcome = read_reply.rfind("OK ", 0) == 0 ? "ok" : "fail";
+    history.record(read);
+    if (read.outcome == "ok") {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(uniform(options.hold_min_ms, options.hold_max_ms)));
+      std::string elements = read_reply.substr(3);
+      const std::string element = options.name + "-" + std::to_string(++sequence);
+      elements = elements == "-" ? element : elements + "," + element;
+      operation write = base("write", resource);
+      write.fence = grant->fence;
+      write.element = element;
+      const std::string write_reply =
+          store.request("WRITE " + resource + " " + fence + " " + elements);
+      write.complete_ns = monotonic_ns();
+      write.reply = write_reply;
+      write.outcome = write_reply == "OK" ? "ok" : "fail";
+      history.record(write);
+    }
+
+    operation unlock = base("unlock", resource);
+    unlock.owner = grant->owner;
+    const auto unlock_reply = ask("UNLOCK " + resource + " " + grant->owner, error);
+    unlock.complete_ns = monotonic_ns();
+    unlock.reply = unlock_reply.value_or(error);
+    unlock.outcome = !unlock_reply ? "info" : *unlock_reply == "OK" ? "ok" : "fail";
+    history.record(unlock);
+  }
+  return 0;
+}
+
+std::optional<client_options> parse_client_options(const std::vector<std::string>& args) {
+  client_options o;
+  for (std::size_t i = 0; i + 1 < args.size(); i += 2) {
+    const std::string& key = args[i];
+    const std::string& value = args[i + 1];
+    if (key == "--name")
+      o.name = value;
+    else if (key == "--daemon-index")
+      o.daemon_index = std::stoi(value);
+    else if (key == "--daemon-port")
+      o.daemon_port = static_cast<std::uint16_t>(std::stoi(value));
+    else if (key == "--register")
+      o.register_socket = value;
+    else if (key == "--history")
+      o.history_file = value;
+    else if (key == "--ttl-ms")
+      o.ttl_ms = std::stoll(value);
+    else if (key == "--hold-ms") {
+      const auto dash = value.find('-');
+      o.hold_min_ms = std::stoll(value.substr(0, dash));
+      o.hold_max_ms = std::stoll(value.substr(dash + 1));
+    } else if (key == "--until-ns")
+      o.until_ns = std::stoll(value);
+    else if (key == "--stop-file")
+      o.stop_file = value;
+    else if (key == "--reply-timeout-ms")
+      o.reply_timeout_ms = std::stoll(value);
+    else if (key == "--resources") {
+      std::istringstream in(value);
+      std::string r;
+      while (std::getline(in, r, ','))
+        o.resources.push_back(r);
+    } else
+      return std::nullopt;
+  }
+  if (o.name.empty() || o.daemon_port == 0 || o.resources.empty() || o.history_file.empty())
+    return std::nullopt;
+  return o;
+}
+
+std::vector<std::string> client_options::to_args() const {
+  std::string joined;
+  for (const auto& r : resources)
+    joined += (joined.empty() ? "" : ",") + r;
+  return {"--stop-file",
+          stop_file,
+          "--name",
+          name,
+          "--daemon-index",
+          std::to_string(daemon_index),
+          "--daemon-port",
+          std::to_string(daemon_port),
+          "--register",
+          register_socket,
+          "--history",
+          history_file,
+          "--ttl-ms",
+          std::to_string(ttl_ms),
+          "--hold-ms",
+          std::to_string(hold_min_ms) + "-" + std::to_string(hold_max_ms),
+          "--until-ns",
+          std::to_string(until_ns),
+          "--reply-timeout-ms",
+          std::to_string(reply_timeout_ms),
+          "--resources",
+          joined};
+}
+
+} // namespace redlockd::chaos

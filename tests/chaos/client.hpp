@@ -1,0 +1,32 @@
+// The client processes of the chaos suite (`redlockd-chaos client ...`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace redlockd::chaos {
+
+struct client_options {
+  std::string name; // "c3": the process name in the history
+  int daemon_index = 0;
+  std::uint16_t daemon_port = 0;
+  std::string register_socket;
+  std::string history_file;
+  std::vector<std::string> resources;
+  std::int64_t ttl_ms = 10000;
+  std::int64_t hold_min_ms = 100; // sleep between the register read and write
+  std::int64_t hold_max_ms = 1000;
+  std::int64_t until_ns = 0; // CLOCK_MONOTONIC: stop starting operations after this
+  std::string stop_file;     // or once this file exists
+  std::int64_t reply_timeout_ms = 3000;
+
+  std::vector<std::string> to_args() const;
+};
+
+std::optional<client_options> parse_client_options(const std::vector<std::string>& args);
+// Runs the client loop until `until_ns`; returns the exit code.
+int run_client(const client_options& options);
+
+} // namespace redlockd::chaos

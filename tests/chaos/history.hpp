@@ -1,0 +1,87 @@
+// The history of a chaos run: every client operation and every fault, timed on one clock.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace redlockd::chaos {
+
+// CLOCK_MONOTONIC in nanoseconds: the same clock in every process of the machine, so the
+// harness and the clients can order their events against each other.
+std::int64_t monotonic_ns();
+
+// One completed (or abandoned) client operation, Jepsen style: invoked at `invoke_ns`, completed
+// at `complete_ns` with outcome ok (it happened), fail (it certainly did not) or info (unknown:
+// the connection broke or timed out).
+struct operation {
+  std::string process;  // "c3"
+  std::string kind;     // lock, unlock, read, write
+  std::string resource; // the lock's resource, also the register's name
+  int daemon = 0;       // which daemon the client talked to
+  std::int64_t invoke_ns = 0;
+  std::int64_t complete_ns = 0;
+  std::string outcome; // ok, fail, info
+  std::string reply;   // the raw reply line (or the error)
+  std::string owner;   // lock ok, unlock
+  std::uint64_t fence = 0;
+  std::int64_t validity_ms = 0; // lock ok
+  std::string element;          // write: the element this write adds to the register's set
+};
+
+nlohmann::json to_json(const operation& op);
+operation operation_from_json(const nlohmann::json& doc);
+// Reads a JSON-lines history file; a torn last line (process killed mid-write) is skipped.
+std::vector<operation> read_history(const std::filesystem::path& file);
+
+// A fault the nemesis applied, from `start_ns` to `end_ns` (healed).
+struct fault {
+  std::string kind;   // e.g. "kill-1-master", "clock-jump"
+  std::string target; // e.g. "node2", "c3", "daemon0"
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+};
+
+// What the fenced register ended with, per resource.
+struct register_state {
+  std::map<std::string, std::set<std::string>> sets;
+  std::uint64_t writes_accepted = 0;
+  std::uint64_t writes_rejected = 0; // stale fence: the register protected itself
+  std::uint64_t reads_rejected = 0;
+};
+
+// The outcome of one checker: how many violations and a few of them, readable.
+struct checker_result {
+  explicit checker_result(std::string checker_name) : name(std::move(checker_name)) {}
+  std::string name;
+  std::size_t checked = 0; // how many items it looked at
+  std::size_t violations = 0;
+  std::vector<std::string> examples; // at most a few
+  void add(std::string example);
+};
+
+// C1: per resource, the windows [ok, invoke + validity] of successful LOCKs (cut at the holder's
+// UNLOCK invoke) never overlap. The window is the part of the lease the client can be sure of:
+// the reply's validity counts from when the daemon wrote it, which lies between invoke and ok.
+checker_result check_validity_overlap(const std::vector<operation>& history);
+// C3: fences are unique, and when grant A completed before grant B was invoked (any resource,
+// any daemon), fence(A) < fence(B).
+checker_result check_fence_order(const std::vector<operation>& history);
+// C4: every acknowledged write's element is still in the register's final set.
+checker_result check_lost_writes(const std::vector<operation>& history,
+                                 const register_state& final_state);
+// Informational: writes invoked after their lock's window ended (a paused holder) and what the
+// fenced register did with them. Never a violation by itself: lost writes are C4's job.
+struct stale_write_counts {
+  std::size_t stale = 0;
+  std::size_t rejected = 0;
+  std::size_t accepted = 0;
+};
+stale_write_counts count_stale_writes(const std::vector<operation>& history);
+
+} // namespace redlockd::chaos
