@@ -91,7 +91,8 @@ endpoint parse_endpoint(std::string_view text) {
     if (host.find(':') != std::string_view::npos)
       throw config_error("IPv6 addresses are written [address]:port, got " + quoted);
   }
-  if (host.empty() || !printable_token(host))
+  // Brackets only frame an IPv6 literal: a host holding one would not print back as it parsed.
+  if (host.empty() || !printable_token(host) || host.find_first_of("[]") != std::string_view::npos)
     throw config_error("bad host in " + quoted);
   unsigned value = 0;
   const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);

@@ -172,6 +172,15 @@ TEST_CASE("nodes must be a non-empty, short, duplicate-free array of endpoints",
   CHECK(starts_with(config_message(doc("nodes", sixteen + ",\"h:17\"]")), "nodes"));
 }
 
+TEST_CASE("a host holding a bracket is refused - it would not print back as it parsed",
+          "[config]") {
+  // Found by tests/fuzz/fuzz_config: "[[a]:80" gave host "[a", printed as "[a:80".
+  CHECK(config_message(doc("listen", R"("[[a]:80")")) == "listen: bad host in '[[a]:80'");
+  CHECK(config_message(doc("nodes", R"(["a]:1"])")) == "nodes[0]: bad host in 'a]:1'");
+  CHECK(parse_endpoint("[fe80::1]:7001") == endpoint{"fe80::1", 7001});
+  CHECK(parse_endpoint(parse_endpoint("[::1]:7001").to_string()) == endpoint{"::1", 7001});
+}
+
 TEST_CASE("key_prefix is at most 256 printable bytes, possibly empty", "[config]") {
   CHECK(parse_config(doc("key_prefix", "\"\"")).key_prefix.empty());
   CHECK(parse_config(doc("key_prefix", "\"" + std::string(256, 'p') + "\"")).key_prefix.size() ==
