@@ -186,6 +186,8 @@ config parse_config(std::string_view json_text) {
     } else if (key == "partial_line_timeout_ms") {
       cfg.partial_line_timeout_ms =
           static_cast<std::uint32_t>(get_integer(value, key, 100, 3'600'000));
+    } else if (key == "client_keepalive_s") {
+      cfg.client_keepalive_s = static_cast<std::uint32_t>(get_integer(value, key, 0, 3600));
     } else if (key == "clock_jump_ms") {
       cfg.clock_jump_ms = static_cast<std::uint32_t>(get_integer(value, key, 10, 3'600'000));
     } else if (key == "unsafe_disable_quarantine" || key == "refuse_unsafe_nodes") {

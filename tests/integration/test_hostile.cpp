@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <sys/resource.h>
+#include <thread>
 #include <vector>
 
 #include "proc.hpp"
@@ -290,6 +291,44 @@ TEST_CASE("peers that vanish with a reset mid-line, mid-WAIT and holding KEEP lo
   // No waiter was granted after it left: the lock is free at once.
   CHECK(served(normal, "contended"));
   REQUIRE(env.daemon.running());
+}
+
+TEST_CASE("peers that vanish without FIN or RST are dropped by keepalive - KEEP locks released",
+          "[integration][hostile]") {
+  fleet_and_daemon env(nlohmann::json{{"client_keepalive_s", 1}});
+  line_client normal = env.client();
+  line_client holder = env.client();
+  const auto grant = parse_lock_ok(holder.request("LOCK vanished 3000 KEEP"));
+  REQUIRE(grant);
+  line_client waiter = env.client();
+  waiter.send("LOCK vanished 3000 WAIT 60000\n");
+  line_client idle = env.client();
+  REQUIRE(idle.request("PING") == "PONG");
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }));
+  if (!holder.vanish()) {
+    WARN("skipped: closing a socket silently (TCP_REPAIR) needs CAP_NET_ADMIN");
+    return;
+  }
+  REQUIRE(waiter.vanish());
+  REQUIRE(idle.vanish());
+  // Nothing reached the daemon: without probes it would renew the KEEP lock forever. With
+  // client_keepalive_s 1 the first probe draws a RST from the client's kernel.
+  const auto vanished_at = std::chrono::steady_clock::now();
+  CHECK(eventually(
+      [&] {
+        const auto info = env.daemon.info();
+        return info.at("keep_locks") == 0 && info.at("waiters") == 0 && info.at("clients") == 2;
+      },
+      20s));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - vanished_at);
+  CHECK(eventually([&] { return lock_keys(env.fleet).empty(); }));
+  // A live client that merely stays silent answers the probes and keeps its connection.
+  std::this_thread::sleep_for(3s);
+  CHECK(normal.request("PING still-here") == "PONG still-here");
+  CHECK(served(normal, "vanished"));
+  WARN("3 silently vanished peers (KEEP holder, waiter, idle) dropped " << took.count()
+                                                                        << " ms after vanishing");
 }
 
 TEST_CASE("20 clients that never read their INFO replies - others are served, memory bounded",

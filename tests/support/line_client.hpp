@@ -49,6 +49,10 @@ class line_client {
   void shutdown_write();
   // Closes the socket with SO_LINGER 0, so the peer sees a reset.
   void reset();
+  // Closes the socket without sending anything, neither FIN nor RST, as when the client's host
+  // dies or the network is cut (TCP_REPAIR; needs CAP_NET_ADMIN). False, and nothing is closed,
+  // when that is not permitted.
+  bool vanish();
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   std::chrono::milliseconds timeout() const { return timeout_; }

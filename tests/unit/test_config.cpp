@@ -172,6 +172,16 @@ TEST_CASE("nodes must be a non-empty, short, duplicate-free array of endpoints",
   CHECK(starts_with(config_message(doc("nodes", sixteen + ",\"h:17\"]")), "nodes"));
 }
 
+TEST_CASE("client_keepalive_s is an integer in [0, 3600], 60 by default", "[config]") {
+  CHECK(parse_config("{}").client_keepalive_s == 60);
+  CHECK(parse_config(doc("client_keepalive_s", "0")).client_keepalive_s == 0);
+  CHECK(parse_config(doc("client_keepalive_s", "3600")).client_keepalive_s == 3600);
+  CHECK(config_message(doc("client_keepalive_s", "3601")) ==
+        "client_keepalive_s: must be an integer between 0 and 3600");
+  CHECK(config_message(doc("client_keepalive_s", "\"60\"")) ==
+        "client_keepalive_s: must be an integer between 0 and 3600");
+}
+
 TEST_CASE("a host holding a bracket is refused - it would not print back as it parsed",
           "[config]") {
   // Found by tests/fuzz/fuzz_config: "[[a]:80" gave host "[a", printed as "[a:80".
