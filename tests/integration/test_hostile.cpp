@@ -375,10 +375,10 @@ TEST_CASE("20 clients that never read their INFO replies - others are served, me
   CHECK(lock_keys(env.fleet).empty());
   REQUIRE(env.daemon.running());
   const long rss_after = status_kib(pid, "VmRSS");
-  WARN("20 clients that never read: " << sent / 1024 << " KiB of INFO requests sent before "
-                                      << "all were blocked; daemon RSS " << rss_before << " KiB -> "
-                                      << rss_held << " KiB blocked -> " << rss_after
-                                      << " KiB after their reset (peak " << status_kib(pid, "VmHWM")
-                                      << " KiB)");
+  WARN("20 clients that never read: "
+       << sent / 1024 << " KiB of INFO requests sent before "
+       << "all were blocked; daemon RSS " << rss_before << " KiB -> " << rss_held
+       << " KiB blocked (" << (rss_held - rss_before) / 20 << " KiB per client) -> " << rss_after
+       << " KiB after their reset (peak " << status_kib(pid, "VmHWM") << " KiB)");
   CHECK(rss_held < rss_bound_kib);
 }
