@@ -302,7 +302,6 @@ daemon::~daemon() = default;
 
 int daemon::run() {
   impl& d = *impl_;
-  raise_open_file_limit(*d.log, d.cfg);
   d.server.listen(d.cfg.listen);
   if (!d.cfg.metrics_listen.empty())
     d.metrics.start(parse_endpoint(d.cfg.metrics_listen));
@@ -314,6 +313,8 @@ int daemon::run() {
   d.log->info("node timeout {} ms, ttl {}..{} ms, drift factor {}, key prefix '{}', fence key '{}'",
               d.cfg.node_timeout_ms, d.cfg.min_ttl_ms, d.cfg.max_ttl_ms, d.cfg.clock_drift_factor,
               d.cfg.key_prefix, d.cfg.fence_key);
+  // After the start-up summary (its first line says where we listen), before any client.
+  raise_open_file_limit(*d.log, d.cfg);
   for (auto& link : d.links)
     link->start();
   d.server.start();
