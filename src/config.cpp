@@ -152,7 +152,8 @@ endpoint parse_endpoint(std::string_view text) {
     if (host.find(':') != std::string_view::npos)
       throw config_error("IPv6 addresses are written [address]:port, got " + quoted);
   }
-  if (host.empty() || !printable_token(host))
+  // Brackets only frame an IPv6 literal: a host holding one would not print back as it parsed.
+  if (host.empty() || !printable_token(host) || host.find_first_of("[]") != std::string_view::npos)
     throw config_error("bad host in " + quoted);
   unsigned value = 0;
   const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
@@ -252,6 +253,8 @@ config parse_config(std::string_view json_text) {
     } else if (key == "partial_line_timeout_ms") {
       cfg.partial_line_timeout_ms =
           static_cast<std::uint32_t>(get_integer(value, key, 100, 3'600'000));
+    } else if (key == "client_keepalive_s") {
+      cfg.client_keepalive_s = static_cast<std::uint32_t>(get_integer(value, key, 0, 3600));
     } else if (key == "clock_jump_ms") {
       cfg.clock_jump_ms = static_cast<std::uint32_t>(get_integer(value, key, 10, 3'600'000));
     } else if (key == "unsafe_disable_quarantine" || key == "refuse_unsafe_nodes") {

@@ -15,7 +15,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
 namespace redlockd {
@@ -32,6 +35,32 @@ std::string_view state_name(redis_link::state s) {
     return "connecting";
   }
   return "unknown";
+}
+
+// Every client costs a descriptor: raise the soft limit to the hard one (often 1024 -> 524288)
+// and say what is left, so max_connections is not cut short by EMFILE.
+void raise_open_file_limit(spdlog::logger& log, const config& cfg) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    log.warn("cannot read the open-file limit: {}", std::strerror(errno));
+    return;
+  }
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur != limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      log.warn("cannot raise the open-file limit from {} to {}: {}", before, limit.rlim_max,
+               std::strerror(errno));
+      limit.rlim_cur = before;
+    }
+  }
+  log.info("open-file limit {} (was {}, hard limit {})", limit.rlim_cur, before, limit.rlim_max);
+  // Masters, the listeners, the log and a few spare.
+  const rlim_t needed = static_cast<rlim_t>(cfg.max_connections) + cfg.nodes.size() + 32;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < needed)
+    log.warn("the open-file limit {} is below max_connections {} plus the daemon's own; "
+             "accepting fails with EMFILE before that (raise LimitNOFILE / ulimit -n)",
+             limit.rlim_cur, cfg.max_connections);
 }
 
 } // namespace
@@ -323,6 +352,8 @@ int daemon::run() {
               d.cfg.redis_password.empty()   ? std::string("off")
               : d.cfg.redis_username.empty() ? std::string("on (default user)")
                                              : "on (user '" + d.cfg.redis_username + "')");
+  // After the start-up summary (its first line says where we listen), before any client.
+  raise_open_file_limit(*d.log, d.cfg);
   for (auto& link : d.links)
     link->start();
   d.server.start();

@@ -75,6 +75,10 @@ struct config {
   std::uint32_t max_waiters = 100000;
   // A connection that holds part of a line this long without finishing it is closed, in ms.
   std::uint32_t partial_line_timeout_ms = 10000;
+  // TCP keepalive on client connections, in s: a connection silent this long is probed, and a
+  // peer that vanished without FIN or RST (crashed host, cut network) is dropped about twice
+  // this long after, with its waits and KEEP locks. 0 turns probing off.
+  std::uint32_t client_keepalive_s = 60;
   // A master whose clock moves ahead of the daemon's by more than this between two samples is
   // quarantined, in ms (smaller jumps are within the drift allowance and reply jitter).
   std::uint32_t clock_jump_ms = 500;

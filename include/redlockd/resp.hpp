@@ -20,6 +20,12 @@ struct reply_deleter {
 };
 using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
 
+// Bounds on one reply, far above anything the daemon asks a master for (INFO is a few KiB).
+// Beyond either the stream counts as broken: hiredis alone would allocate 16 GiB for the nine
+// bytes "*2147483647" and buffer any bulk string whole, however long it claims to be.
+inline constexpr std::size_t max_reply_bytes = 4 << 20; // not yet parsed, incl. a partial reply
+inline constexpr std::size_t max_reply_objects = 65536; // strings, integers, nils and array slots
+
 // Incremental reply parser: feed bytes as they come, take complete replies.
 class reply_reader {
  public:
@@ -32,13 +38,17 @@ class reply_reader {
 
   void feed(std::string_view bytes);
   // reply: `out` holds the next reply. need_more: wait for bytes. protocol_error: the stream
-  // is broken and the connection must be dropped.
+  // is broken (or a reply exceeds the bounds above) and the connection must be dropped.
   status next(reply_ptr& out);
   // Drops everything buffered (after a reconnect).
   void reset();
 
  private:
+  void create();
+
   redisReader* reader_ = nullptr;
+  std::size_t objects_ = 0; // objects of the reply being parsed; hiredis counts through it
+  bool too_large_ = false;  // a reply outgrew max_reply_bytes: next() reports protocol_error
 };
 
 // Reply inspection helpers.

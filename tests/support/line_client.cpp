@@ -222,6 +222,18 @@ void line_client::reset() {
   }
 }
 
+bool line_client::vanish() {
+  if (fd_ < 0)
+    return false;
+  // In repair mode the kernel drops the socket silently: the peer keeps an established
+  // connection to nobody, and only learns otherwise when it sends something (a RST comes back).
+  const int on = 1;
+  if (::setsockopt(fd_, IPPROTO_TCP, TCP_REPAIR, &on, sizeof(on)) != 0)
+    return false;
+  close_fd();
+  return true;
+}
+
 bool wait_for_ping(std::uint16_t port, std::chrono::milliseconds timeout) {
   const auto deadline = clock_type::now() + timeout;
   while (clock_type::now() < deadline) {

@@ -55,6 +55,10 @@ class line_client {
   void shutdown_write();
   // Closes the socket with SO_LINGER 0, so the peer sees a reset.
   void reset();
+  // Closes the socket without sending anything, neither FIN nor RST, as when the client's host
+  // dies or the network is cut (TCP_REPAIR; needs CAP_NET_ADMIN). False, and nothing is closed,
+  // when that is not permitted.
+  bool vanish();
 
   // Over TLS: the daemon ended the stream with close_notify.
   bool tls_close_notify_received() const { return tls_ && tls_->close_notify_received(); }

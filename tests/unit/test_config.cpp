@@ -172,6 +172,25 @@ TEST_CASE("nodes must be a non-empty, short, duplicate-free array of endpoints",
   CHECK(starts_with(config_message(doc("nodes", sixteen + ",\"h:17\"]")), "nodes"));
 }
 
+TEST_CASE("client_keepalive_s is an integer in [0, 3600], 60 by default", "[config]") {
+  CHECK(parse_config("{}").client_keepalive_s == 60);
+  CHECK(parse_config(doc("client_keepalive_s", "0")).client_keepalive_s == 0);
+  CHECK(parse_config(doc("client_keepalive_s", "3600")).client_keepalive_s == 3600);
+  CHECK(config_message(doc("client_keepalive_s", "3601")) ==
+        "client_keepalive_s: must be an integer between 0 and 3600");
+  CHECK(config_message(doc("client_keepalive_s", "\"60\"")) ==
+        "client_keepalive_s: must be an integer between 0 and 3600");
+}
+
+TEST_CASE("a host holding a bracket is refused - it would not print back as it parsed",
+          "[config]") {
+  // Found by tests/fuzz/fuzz_config: "[[a]:80" gave host "[a", printed as "[a:80".
+  CHECK(config_message(doc("listen", R"("[[a]:80")")) == "listen: bad host in '[[a]:80'");
+  CHECK(config_message(doc("nodes", R"(["a]:1"])")) == "nodes[0]: bad host in 'a]:1'");
+  CHECK(parse_endpoint("[fe80::1]:7001") == endpoint{"fe80::1", 7001});
+  CHECK(parse_endpoint(parse_endpoint("[::1]:7001").to_string()) == endpoint{"::1", 7001});
+}
+
 TEST_CASE("key_prefix is at most 256 printable bytes, possibly empty", "[config]") {
   CHECK(parse_config(doc("key_prefix", "\"\"")).key_prefix.empty());
   CHECK(parse_config(doc("key_prefix", "\"" + std::string(256, 'p') + "\"")).key_prefix.size() ==

@@ -66,3 +66,68 @@ TEST_CASE("a broken stream is a protocol error", "[resp]") {
   REQUIRE(reader.next(reply) == reply_reader::status::reply);
   CHECK(as_integer(*reply) == 7);
 }
+
+TEST_CASE("a reply claiming a huge array is a protocol error before anything is allocated",
+          "[resp]") {
+  // Found by tests/fuzz/fuzz_resp: hiredis alone callocs 16 GiB for this header.
+  reply_reader reader;
+  reply_ptr reply;
+  reader.feed("*2147483647\r\n");
+  CHECK(reader.next(reply) == reply_reader::status::protocol_error);
+
+  // Elements count too: arrays within arrays share the one budget of the reply.
+  reply_reader nested;
+  nested.feed("*2\r\n*" + std::to_string(max_reply_objects / 2) + "\r\n");
+  CHECK(nested.next(reply) == reply_reader::status::need_more);
+  nested.feed("*" + std::to_string(max_reply_objects / 2) + "\r\n");
+  CHECK(nested.next(reply) == reply_reader::status::protocol_error);
+
+  // Within the bound is fine (a slot and an integer per element), and the count starts over
+  // for the next reply.
+  reply_reader within;
+  const std::size_t elements = (max_reply_objects - 1) / 2;
+  for (int round = 0; round < 2; ++round) {
+    std::string bytes = "*" + std::to_string(elements) + "\r\n";
+    for (std::size_t i = 0; i < elements; ++i)
+      bytes += ":1\r\n";
+    within.feed(bytes);
+    REQUIRE(within.next(reply) == reply_reader::status::reply);
+    CHECK(array_size(*reply) == elements);
+  }
+}
+
+TEST_CASE("a bulk string longer than max_reply_bytes is a protocol error - not buffered",
+          "[resp]") {
+  reply_reader reader;
+  reply_ptr reply;
+  reader.feed("$2000000000\r\n");
+  const std::string chunk(64 * 1024, 'x');
+  std::size_t fed = 0;
+  reply_reader::status status = reply_reader::status::need_more;
+  while (status == reply_reader::status::need_more && fed < 2 * max_reply_bytes) {
+    reader.feed(chunk);
+    fed += chunk.size();
+    status = reader.next(reply);
+  }
+  CHECK(status == reply_reader::status::protocol_error);
+  CHECK(fed <= max_reply_bytes + chunk.size());
+
+  // A reset reader works again.
+  reader.reset();
+  reader.feed("+OK\r\n");
+  REQUIRE(reader.next(reply) == reply_reader::status::reply);
+  CHECK(as_string(*reply) == "OK");
+
+  // Many small replies fed piecewise never add up against the bound.
+  reply_reader pipelined;
+  std::size_t replies = 0;
+  for (std::size_t total = 0; total < 2 * max_reply_bytes; total += chunk.size()) {
+    std::string bytes;
+    while (bytes.size() < chunk.size())
+      bytes += "$5\r\nhello\r\n";
+    pipelined.feed(bytes);
+    while (pipelined.next(reply) == reply_reader::status::reply)
+      ++replies;
+  }
+  CHECK(replies > 2 * max_reply_bytes / 12);
+}
