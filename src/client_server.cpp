@@ -230,6 +230,7 @@ awaitable<void> client_session::read_requests() {
     if (reading_done_ || closed_)
       co_return; // draining for shutdown: requests that come now are not read
     lines_.feed({read_buffer_.data(), n});
+    bool completed_line = false;
     std::string_view line;
     for (std::size_t handled = 1;; ++handled) {
       if (handled % lines_per_turn == 0) {
@@ -253,10 +254,11 @@ awaitable<void> client_session::read_requests() {
         break;
       }
       handle_line(line);
+      completed_line = true;
       if (reading_done_ || closed_)
         break;
     }
-    watch_partial_line();
+    watch_partial_line(completed_line);
     finish_if_done();
   }
 }
@@ -386,11 +388,13 @@ bool client_session::backlogged() const {
          pending_.size() + writing_.size() > max_pending_bytes;
 }
 
-void client_session::watch_partial_line() {
-  if (lines_.buffered() == 0) {
+void client_session::watch_partial_line(bool progressed) {
+  // The clock runs for one unfinished line: a client whose reads keep ending mid-line while its
+  // lines keep completing (a busy pipeliner) is making progress, not a slowloris.
+  if (lines_.buffered() == 0 || progressed)
     partial_since_ = {};
+  if (lines_.buffered() == 0)
     return;
-  }
   const auto now = clock_type::now();
   if (partial_since_ == clock_type::time_point{})
     partial_since_ = now;
@@ -411,7 +415,7 @@ void client_session::watch_partial_line() {
         self->close();
         return;
       }
-      self->watch_partial_line(); // a newer partial line: wait for its own deadline
+      self->watch_partial_line(false); // a newer partial line: wait for its own deadline
     }
   });
 }

@@ -98,7 +98,7 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   void on_written(const error_code_t& ec);
   void finish_if_done();
   bool backlogged() const;
-  void watch_partial_line();
+  void watch_partial_line(bool progressed);
   void handle_auth(std::uint64_t seq, std::string_view candidate);
   void watch_auth_deadline();
 

@@ -64,6 +64,26 @@ TEST_CASE("a partial line that never ends is cut off", "[integration][limits]") 
   CHECK(lock_keys(env.fleet).empty());
 }
 
+TEST_CASE("a pipeliner whose reads keep ending mid-line is not taken for a slowloris",
+          "[integration][limits]") {
+  fleet_and_daemon env(nlohmann::json{{"partial_line_timeout_ms", 300}});
+  line_client busy = env.client();
+  // Every write completes the previous request and starts the next one, for 4 timeouts.
+  busy.send("PI");
+  int answered = 0;
+  const auto until = std::chrono::steady_clock::now() + 1200ms;
+  while (std::chrono::steady_clock::now() < until) {
+    busy.send("NG\nPI");
+    REQUIRE(busy.read_line() == "PONG");
+    ++answered;
+    std::this_thread::sleep_for(20ms);
+  }
+  busy.send("NG\n");
+  CHECK(busy.read_line() == "PONG");
+  CHECK(answered > 10);
+  CHECK_FALSE(busy.closed_by_peer(100ms));
+}
+
 TEST_CASE("a client that never reads its replies stops being read - others are served",
           "[integration][limits]") {
   fleet_and_daemon env;
