@@ -518,6 +518,10 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
        op.phase != op_phase::draining) ||
       op.tally.of(node) != vote::pending)
     return; // a late reply of an earlier round: its slot was kept, the answer is discarded
+  if (op.phase == op_phase::draining) {
+    drain_reply(tag.op, node, reply);
+    return;
+  }
 
   if (is_error(reply)) {
     const std::string_view text = as_string(reply);
@@ -606,11 +610,26 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
     break;
   }
   op.tally.record(node, v);
-  if (v == vote::yes && op.phase == op_phase::draining && op.kind == op_kind::lock)
-    if (const auto held = leases_.find(op.key);
-        held != leases_.end() && held->second.owner == op.owner)
-      held->second.granted |= node_bit(node);
   after_vote(tag.op);
+}
+
+void lock_engine::drain_reply(std::uint32_t slot, std::size_t node, const redisReply& reply) {
+  // The client has its answer: only what the lease and key-loss detection need is read here.
+  operation& op = slots_[slot];
+  std::optional<std::int64_t> result;
+  if (!is_error(reply)) {
+    if (op.kind == op_kind::unlock)
+      result = as_integer(reply);
+    else if (array_size(reply) >= 3)
+      result = as_integer(array_at(reply, 0)); // acquire and extend: {result, ..., TIME}
+  }
+  const bool yes = result == 1;
+  if (result == -1)
+    op.missing |= node_bit(node);
+  if (yes && op.kind == op_kind::lock)
+    op.granted |= node_bit(node);
+  op.tally.record(node, yes ? vote::yes : result ? vote::no : vote::failed);
+  after_vote(slot);
 }
 
 void lock_engine::after_vote(std::uint32_t slot) {
@@ -620,7 +639,17 @@ void lock_engine::after_vote(std::uint32_t slot) {
   if (op.phase != op_phase::draining)
     decide(slot);
   else if (op.tally.pending() == 0)
-    free_slot(slot);
+    end_draining(slot);
+}
+
+void lock_engine::end_draining(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  // Grants that came after the reply belong to the lease too.
+  if (op.kind == op_kind::lock)
+    if (const auto held = leases_.find(op.key);
+        held != leases_.end() && held->second.owner == op.owner)
+      held->second.granted = op.granted;
+  free_slot(slot);
 }
 
 void lock_engine::expect_lease(operation& op) {

@@ -204,6 +204,9 @@ class lock_engine {
   void free_slot(std::uint32_t slot);
   // After a node's vote: key-loss check, then the decision (or the end of draining).
   void after_vote(std::uint32_t slot);
+  // A reply to an operation already answered (phase draining), and the end of that phase.
+  void drain_reply(std::uint32_t slot, std::size_t node, const redisReply& reply);
+  void end_draining(std::uint32_t slot);
   void release_keep_count(const operation& op);
   void add_deadline(clock_type::time_point when, std::uint32_t slot, std::uint64_t stamp,
                     timer_kind kind);
