@@ -87,7 +87,8 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   // Reads no more requests; closes once every pending reply is written.
   void finish_and_close();
   void deliver(std::uint64_t seq, std::string line) override;
-  void push(std::string line) override;
+  void deliver_grant(std::uint64_t seq, grant_reply grant, clock_type::time_point now) override;
+  void push(std::string line, std::uint64_t after_seq) override;
 
  private:
   awaitable<void> read_requests();
@@ -111,8 +112,16 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   line_splitter lines_;
   std::vector<char> read_buffer_;
 
-  // Replies not yet written, by sequence number from first_seq_; empty while pending.
-  std::deque<std::optional<std::string>> replies_;
+  // Replies not yet written, by sequence number from first_seq_.
+  struct pending_reply {
+    std::optional<std::string> line;
+    std::optional<grant_reply> grant; // an OK whose validity is counted when it is written
+    std::string pushes;               // LOST lines that must follow this reply
+    bool ready() const { return line || grant; }
+  };
+  pending_reply* reply_slot(std::uint64_t seq); // null if already written or closed
+  void write_ready_replies();
+  std::deque<pending_reply> replies_;
   std::uint64_t first_seq_ = 0;
   std::uint64_t next_seq_ = 0;
 

@@ -99,6 +99,7 @@ class redis_link {
   bool flush_posted_ = false;
 
   std::size_t handshake_left_ = 0;
+  lock_engine::node_facts facts_; // read during the handshake
   bool reload_in_progress_ = false;
   bool ping_outstanding_ = false;
   clock_type::time_point ping_sent_{};
