@@ -521,6 +521,14 @@ func (c *Client) Lock(ctx context.Context, resource string, opts ...LockOption) 
 		if lc.wait < 0 {
 			return nil, errors.New("redlockd: negative Wait")
 		}
+		// A context deadline shorter than the wait caps it: the daemon then gives up about when
+		// the caller does, instead of keeping an abandoned waiter queued ahead of others.
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < lc.wait {
+			lc.wait = time.Until(deadline)
+			if lc.wait < 0 {
+				lc.wait = 0
+			}
+		}
 		line += " WAIT " + strconv.FormatInt(millis(lc.wait), 10)
 	}
 	if lc.keep {

@@ -192,6 +192,20 @@ func TestWaitAndCancelledWait(t *testing.T) {
 	if err := waiter.Ping(bg()); err != nil {
 		t.Fatalf("Ping after a cancelled wait: %v", err)
 	}
+
+	// A context deadline caps the WAIT that is sent: the daemon stops waiting about when the
+	// caller does, instead of keeping a waiter nobody waits for queued for 30 s.
+	l = mustLock(t, holder, "go:wait", redlockd.TTL(30*time.Second))
+	ctx2, cancel2 := context.WithTimeout(bg(), 300*time.Millisecond)
+	defer cancel2()
+	_, err := waiter.Lock(ctx2, "go:wait", redlockd.TTL(time.Second), redlockd.Wait(30*time.Second))
+	if !errors.Is(err, redlockd.ErrBusy) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with a 300 ms context: %v", err)
+	}
+	if !eventually(10*time.Second, func() bool { return d.number("waiters") == 0 }) {
+		t.Fatalf("the daemon still holds the waiter: the WAIT was not capped by the context deadline")
+	}
+	l.Unlock(bg())
 }
 
 func TestKeepRenewedPastItsTTL(t *testing.T) {
