@@ -149,6 +149,22 @@ class LockTests(_FleetCase):
         self.assertGreater(result["lease"].fence, lease.fence)
         result["lease"].release()
 
+    def test_unlock_behind_a_wait_on_the_same_connection(self):
+        # The UNLOCK is pipelined behind the waiting LOCK: the daemon runs it at once, which
+        # grants the waiter, and the replies come back in order.
+        c = self.client()
+        lease = c.acquire("py:same-conn", ttl=30.0)
+        result: dict = {}
+        t = threading.Thread(target=lambda: result.setdefault(
+            "lease", c.acquire("py:same-conn", ttl=10.0, wait=30.0)))
+        t.start()
+        self.assertTrue(eventually(lambda: self.daemon.info()["waiters"] == 1))
+        lease.release()
+        t.join(20.0)
+        self.assertFalse(t.is_alive())
+        self.assertGreater(result["lease"].fence, lease.fence)
+        result["lease"].release()
+
     def test_wait_that_runs_out_is_busy(self):
         c = self.client()
         lease = c.acquire("py:wait-out", ttl=30.0)
