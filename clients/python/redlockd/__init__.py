@@ -9,6 +9,8 @@ One client holds one connection at a time and pipelines every call made on it, f
 of threads; replies are matched to requests by order, `LOST` pushes are recognised between them.
 When the connection fails, calls in flight raise `ConnectionLost`, every KEEP lease of that
 connection is marked lost, and the next call connects to the next address of the list.
+
+`redlockd.aio.Client` is the asyncio variant: `async with client.lock(...) as lease:`.
 """
 
 from ._client import (
