@@ -89,10 +89,40 @@ class AioTests(unittest.IsolatedAsyncioTestCase):
         self.assertGreaterEqual(self.first.info()["counters"]["acquired"], acquired + 2)
         await waiter.ping()
 
+
+class AioFailoverTests(unittest.IsolatedAsyncioTestCase):
+    # Its own fleet, both daemons started before any lock: a daemon started later on masters
+    # younger than the longest TTL granted on them quarantines them (restart protection).
+    @classmethod
+    def setUpClass(cls):
+        cls.fleet = Fleet(5)
+        try:
+            cls.first = Daemon(cls.fleet.addresses)
+            cls.second = Daemon(cls.fleet.addresses)
+        except BaseException:
+            cls.fleet.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.first.close()
+        cls.second.close()
+        cls.fleet.close()
+
+    async def asyncSetUp(self):
+        self.clients = []
+
+    async def asyncTearDown(self):
+        for c in self.clients:
+            await c.close()
+
+    def client(self, addresses, **kwargs) -> redlockd.aio.Client:
+        c = redlockd.aio.Client(addresses, **kwargs)
+        self.clients.append(c)
+        return c
+
     async def test_failover_loses_keep_leases(self):
-        first, second = Daemon(self.fleet.addresses), Daemon(self.fleet.addresses)
-        self.addCleanup(first.close)
-        self.addCleanup(second.close)
+        first, second = self.first, self.second
         c = self.client([first.address, second.address])
         lost = asyncio.Event()
         kept = await c.acquire("aio:fo", ttl=30.0, keep=True, on_lost=lambda _: lost.set())
