@@ -279,6 +279,10 @@ class _Conn:
     def _run(self) -> None:
         reason: BaseException = ConnectionLost(f"connection to {self.address} closed")
         buffer = bytearray()
+        # poll, not select: select fails on descriptors above 1023, common in busy processes.
+        poller = select.poll()
+        sock_fd, wake_fd = self._sock.fileno(), self._wake_r.fileno()
+        poller.register(wake_fd, select.POLLIN)
         try:
             while True:
                 with self._lock:
@@ -286,9 +290,9 @@ class _Conn:
                         reason = ConnectionLost(f"connection to {self.address} closed by the client")
                         break
                     want_write = bool(self._out)
-                readable, _, _ = select.select([self._sock, self._wake_r],
-                                               [self._sock] if want_write else [], [])
-                if self._wake_r in readable:
+                poller.register(sock_fd, select.POLLIN | (select.POLLOUT if want_write else 0))
+                events = dict(poller.poll())
+                if events.get(wake_fd):
                     try:
                         while self._wake_r.recv(4096):
                             pass
