@@ -303,7 +303,8 @@ func (d *daemon) number(path string) float64 {
 	return f
 }
 
-// makePKI writes a throwaway CA and a server certificate for 127.0.0.1 with the openssl CLI.
+// makePKI writes a throwaway CA, a server certificate for 127.0.0.1 and a client certificate
+// with the openssl CLI.
 func makePKI(t *testing.T) (dir string) {
 	t.Helper()
 	openssl, err := exec.LookPath("openssl")
@@ -322,9 +323,11 @@ func makePKI(t *testing.T) (dir string) {
 		"-keyout", "ca.key", "-subj", "/CN=redlockd go test ca", "-days", "2", "-out", "ca.crt")
 	os.WriteFile(filepath.Join(dir, "ext.cnf"),
 		[]byte("subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"), 0o600)
-	run("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-		"-keyout", "server.key", "-subj", "/CN=server", "-out", "server.csr")
-	run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-		"-days", "2", "-extfile", "ext.cnf", "-out", "server.crt")
+	for _, name := range []string{"server", "client"} {
+		run("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+			"-keyout", name+".key", "-subj", "/CN="+name, "-out", name+".csr")
+		run("x509", "-req", "-in", name+".csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+			"-days", "2", "-extfile", "ext.cnf", "-out", name+".crt")
+	}
 	return dir
 }

@@ -327,13 +327,19 @@ func TestTLS(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
-	conf := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "client.crt"), filepath.Join(pki, "client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon requires client certificates too (mutual TLS).
+	conf := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{cert}}
 	f := startFleet(t, 5)
 	d := startDaemon(t, f.addrs(), daemonOpts{
-		extra:   map[string]any{"tls": map[string]any{"cert_file": filepath.Join(pki, "server.crt"), "key_file": filepath.Join(pki, "server.key")}},
+		extra: map[string]any{"tls": map[string]any{"cert_file": filepath.Join(pki, "server.crt"),
+			"key_file": filepath.Join(pki, "server.key"), "client_ca_file": filepath.Join(pki, "ca.crt")}},
 		tlsConf: conf,
 	})
-	c := dial(t, []string{d.addr()}, redlockd.TLS(&tls.Config{RootCAs: pool}))
+	c := dial(t, []string{d.addr()}, redlockd.TLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}))
 	l := mustLock(t, c, "go:tls", redlockd.TTL(5*time.Second), redlockd.Keep())
 	if info, err := c.Info(bg()); err != nil || info["keep_locks"] != float64(1) {
 		t.Fatalf("INFO over TLS: %v %v", info, err)
@@ -341,9 +347,16 @@ func TestTLS(t *testing.T) {
 	if err := l.Unlock(bg()); err != nil {
 		t.Fatalf("Unlock over TLS: %v", err)
 	}
-	// A certificate from an unknown CA is refused.
+	// A certificate from an unknown CA is refused; so are a client without a certificate and a
+	// plaintext client.
 	ctx, cancel := context.WithTimeout(bg(), 10*time.Second)
 	defer cancel()
+	if _, err := redlockd.Dial(ctx, []string{d.addr()}, redlockd.TLS(&tls.Config{RootCAs: pool})); !errors.Is(err, redlockd.ErrUnavailable) {
+		t.Fatalf("Dial without a client certificate: %v, want ErrUnavailable", err)
+	}
+	if _, err := redlockd.Dial(ctx, []string{d.addr()}, redlockd.DialTimeout(2*time.Second)); !errors.Is(err, redlockd.ErrUnavailable) {
+		t.Fatalf("plaintext Dial: %v, want ErrUnavailable", err)
+	}
 	if _, err := redlockd.Dial(ctx, []string{d.addr()}, redlockd.TLS(&tls.Config{})); !errors.Is(err, redlockd.ErrUnavailable) ||
 		!strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("Dial with the system CAs: %v, want a certificate error", err)

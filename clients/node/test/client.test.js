@@ -261,9 +261,10 @@ describe("TLS", () => {
   before(async () => {
     pki = makePki();
     fleet = await Fleet.start(5);
+    // The daemon requires client certificates too (mutual TLS).
     daemon = await Daemon.start(fleet.addresses, {
-      extra: { tls: { cert_file: pki.cert, key_file: pki.key } },
-      tls: { ca: fs.readFileSync(pki.ca) },
+      extra: { tls: { cert_file: pki.cert, key_file: pki.key, client_ca_file: pki.ca } },
+      tls: { ca: fs.readFileSync(pki.ca), cert: fs.readFileSync(pki.clientCert), key: fs.readFileSync(pki.clientKey) },
     });
   });
   after(async () => {
@@ -273,12 +274,15 @@ describe("TLS", () => {
     if (pki) fs.rmSync(pki.dir, { recursive: true, force: true });
   });
 
-  test("lock over TLS; an unknown CA is refused", async () => {
-    const c = cs.make([daemon.address], { tls: { ca: fs.readFileSync(pki.ca) } });
+  test("lock over TLS; an unknown CA, no client certificate and plaintext are refused", async () => {
+    const ca = fs.readFileSync(pki.ca);
+    const c = cs.make([daemon.address], { tls: { ca, cert: fs.readFileSync(pki.clientCert), key: fs.readFileSync(pki.clientKey) } });
     const lease = await c.acquire("node:tls", { ttl: 5000, keep: true });
     assert.equal((await c.info()).keep_locks, 1);
     await lease.release();
     const untrusted = cs.make([daemon.address], { tls: true, connectTimeout: 2000 });
     await assert.rejects(untrusted.ping(), (e) => e instanceof UnavailableError && /certificate/i.test(e.message));
+    await assert.rejects(cs.make([daemon.address], { tls: { ca }, connectTimeout: 2000 }).ping(), UnavailableError);
+    await assert.rejects(cs.make([daemon.address], { connectTimeout: 2000 }).ping(), UnavailableError);
   });
 });

@@ -211,7 +211,7 @@ export class Daemon {
   }
 }
 
-/** A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI. */
+/** A throwaway CA, a server certificate for 127.0.0.1 and a client certificate (openssl CLI). */
 export function makePki() {
   const openssl = which("openssl");
   if (!openssl) throw new Error("the openssl CLI is needed for the TLS test: install openssl");
@@ -219,7 +219,10 @@ export function makePki() {
   const run = (...args) => execFileSync(openssl, args, { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
   run("req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key", "-subj", "/CN=redlockd node test ca", "-days", "2", "-out", "ca.crt");
   fs.writeFileSync(path.join(dir, "ext.cnf"), "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n");
-  run("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "server.key", "-subj", "/CN=server", "-out", "server.csr");
-  run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.crt");
-  return { dir, ca: path.join(dir, "ca.crt"), cert: path.join(dir, "server.crt"), key: path.join(dir, "server.key") };
+  for (const name of ["server", "client"]) {
+    run("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", `${name}.key`, "-subj", `/CN=${name}`, "-out", `${name}.csr`);
+    run("x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", `${name}.crt`);
+  }
+  const file = (name) => path.join(dir, name);
+  return { dir, ca: file("ca.crt"), cert: file("server.crt"), key: file("server.key"), clientCert: file("client.crt"), clientKey: file("client.key") };
 }

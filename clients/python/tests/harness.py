@@ -211,7 +211,8 @@ class Daemon:
 
 
 def make_pki(directory: Path) -> dict:
-    """A throwaway CA and a server certificate for 127.0.0.1/localhost, made with the openssl CLI."""
+    """A throwaway CA, a server certificate for 127.0.0.1/localhost and a client certificate,
+    made with the openssl CLI."""
     openssl = openssl_bin()
 
     def run(*args: str) -> None:
@@ -223,8 +224,10 @@ def make_pki(directory: Path) -> dict:
         "-keyout", "ca.key", "-subj", "/CN=redlockd python test ca", "-days", "2", "-out", "ca.crt")
     (directory / "ext.cnf").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n"
                                        "extendedKeyUsage=serverAuth,clientAuth\n")
-    run("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-        "-keyout", "server.key", "-subj", "/CN=server", "-out", "server.csr")
-    run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.crt")
-    return {name: str(directory / name) for name in ("ca.crt", "server.crt", "server.key")}
+    for name in ("server", "client"):
+        run("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", f"{name}.key", "-subj", f"/CN={name}", "-out", f"{name}.csr")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", f"{name}.crt")
+    return {name: str(directory / name)
+            for name in ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")}

@@ -296,11 +296,14 @@ class TlsTests(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="redlockd-py-pki-")
         cls.pki = make_pki(Path(cls.tmp.name))
+        # The daemon requires client certificates too (mutual TLS).
         cls.context = ssl.create_default_context(cafile=cls.pki["ca.crt"])
+        cls.context.load_cert_chain(cls.pki["client.crt"], cls.pki["client.key"])
         cls.fleet = Fleet(5)
         try:
             cls.daemon = Daemon(cls.fleet.addresses, {"tls": {"cert_file": cls.pki["server.crt"],
-                                                              "key_file": cls.pki["server.key"]}},
+                                                              "key_file": cls.pki["server.key"],
+                                                              "client_ca_file": cls.pki["ca.crt"]}},
                                 tls_context=cls.context)
         except BaseException:
             cls.fleet.close()
@@ -318,6 +321,19 @@ class TlsTests(unittest.TestCase):
         with c.lock("py:tls", ttl=5.0, keep=True) as lease:
             self.assertGreater(lease.fence, 0)
             self.assertEqual(c.info()["keep_locks"], 1)
+
+    def test_no_client_certificate_is_refused(self):
+        context = ssl.create_default_context(cafile=self.pki["ca.crt"])
+        c = redlockd.Client([self.daemon.address], tls=context, connect_timeout=2.0)
+        self.addCleanup(c.close)
+        with self.assertRaises(redlockd.Unavailable):
+            c.ping()
+
+    def test_plaintext_client_is_refused(self):
+        c = redlockd.Client([self.daemon.address], connect_timeout=2.0)
+        self.addCleanup(c.close)
+        with self.assertRaises(redlockd.Unavailable):
+            c.ping()
 
     def test_untrusted_certificate_is_refused(self):
         c = redlockd.Client([self.daemon.address], tls=True, connect_timeout=2.0)  # system CAs
