@@ -95,9 +95,10 @@ func replyError(reply string) error {
 // Options
 
 type config struct {
-	secret      string
-	tls         *tls.Config
-	dialTimeout time.Duration
+	secret         string
+	tls            *tls.Config
+	dialTimeout    time.Duration
+	requestTimeout time.Duration
 }
 
 // Option configures Dial.
@@ -112,6 +113,11 @@ func TLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
 // DialTimeout bounds connecting, the TLS handshake and AUTH to one address (default 5 s).
 func DialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+
+// RequestTimeout is how long a reply may take beyond the request's WAIT before the daemon
+// counts as hung (default 10 s; 0: wait for ever). The connection is then closed like a failed
+// one: calls in flight fail, KEEP leases are lost, the next call fails over.
+func RequestTimeout(d time.Duration) Option { return func(c *config) { c.requestTimeout = d } }
 
 type lockConfig struct {
 	ttl, wait time.Duration
@@ -147,6 +153,8 @@ type call struct {
 	resource string
 	keep     bool
 	isLock   bool
+	wait     time.Duration // the WAIT it carries: its reply may take that long
+	deadline time.Time
 	reply    chan result // buffered, 1
 	mu       sync.Mutex
 	resolved bool
@@ -171,6 +179,7 @@ func (k *keepState) lose(err error) {
 type conn struct {
 	addr    string
 	nc      net.Conn
+	timeout time.Duration
 	wmu     sync.Mutex // a request is queued and written under it, so queue order is wire order
 	mu      sync.Mutex // pending, keeps, err
 	pending []*call
@@ -179,8 +188,8 @@ type conn struct {
 	dead    chan struct{}
 }
 
-func newConn(addr string, nc net.Conn) *conn {
-	c := &conn{addr: addr, nc: nc, keeps: map[string]*keepState{}, dead: make(chan struct{})}
+func newConn(addr string, nc net.Conn, timeout time.Duration) *conn {
+	c := &conn{addr: addr, nc: nc, timeout: timeout, keeps: map[string]*keepState{}, dead: make(chan struct{})}
 	go c.readLoop()
 	return c
 }
@@ -192,6 +201,14 @@ func (c *conn) send(k *call) error {
 	if c.err != nil {
 		c.mu.Unlock()
 		return c.err
+	}
+	if c.timeout > 0 {
+		k.deadline = time.Now().Add(c.timeout + k.wait)
+		if len(c.pending) == 0 {
+			// Only the head can be late: the others' replies come after it. The read deadline
+			// follows the head.
+			c.nc.SetReadDeadline(k.deadline)
+		}
 	}
 	c.pending = append(c.pending, k)
 	c.mu.Unlock()
@@ -229,6 +246,10 @@ func (c *conn) readLoop() {
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				err = fmt.Errorf("no reply within %v: daemon hung?", c.timeout)
+			}
 			failure = fmt.Errorf("%w: %s: %v", ErrConnectionLost, c.addr, err)
 			break
 		}
@@ -259,6 +280,18 @@ func (c *conn) readLoop() {
 		k := c.pending[0]
 		c.pending[0] = nil
 		c.pending = c.pending[1:]
+		if c.timeout > 0 {
+			if len(c.pending) == 0 {
+				c.nc.SetReadDeadline(time.Time{}) // idle: only LOST pushes may come
+			} else {
+				// The new head may have waited behind a slow WAIT: its clock starts now at most.
+				next := c.pending[0].deadline
+				if least := time.Now().Add(c.timeout); next.Before(least) {
+					next = least
+				}
+				c.nc.SetReadDeadline(next)
+			}
+		}
 		if k.keep && strings.HasPrefix(line, "OK ") {
 			// Registered before the next line is read: a LOST may follow right away.
 			owner := strings.Split(line, " ")[1]
@@ -349,7 +382,8 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 	if len(addrs) == 0 {
 		return nil, errors.New("redlockd: no address given")
 	}
-	c := &Client{addrs: append([]string(nil), addrs...), cfg: config{dialTimeout: 5 * time.Second}}
+	c := &Client{addrs: append([]string(nil), addrs...),
+		cfg: config{dialTimeout: 5 * time.Second, requestTimeout: 10 * time.Second}}
 	for _, o := range opts {
 		o(&c.cfg)
 	}
@@ -425,7 +459,7 @@ func (c *Client) open(ctx context.Context, addr string) (*conn, error) {
 		}
 		nc = tc
 	}
-	cn := newConn(addr, nc)
+	cn := newConn(addr, nc, c.cfg.requestTimeout)
 	// AUTH and HELLO in one write: the daemon checks requests in order.
 	var calls []*call
 	if c.cfg.secret != "" {
@@ -534,7 +568,7 @@ func (c *Client) Lock(ctx context.Context, resource string, opts ...LockOption) 
 	if lc.keep {
 		line += " KEEP"
 	}
-	k := &call{line: line, resource: resource, keep: lc.keep, isLock: true, reply: make(chan result, 1)}
+	k := &call{line: line, resource: resource, keep: lc.keep, isLock: true, wait: lc.wait, reply: make(chan result, 1)}
 	reply, cn, err := c.do(ctx, k)
 	if err != nil {
 		return nil, err

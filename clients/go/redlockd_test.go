@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -360,5 +361,49 @@ func TestTLS(t *testing.T) {
 	if _, err := redlockd.Dial(ctx, []string{d.addr()}, redlockd.TLS(&tls.Config{})); !errors.Is(err, redlockd.ErrUnavailable) ||
 		!strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("Dial with the system CAs: %v, want a certificate error", err)
+	}
+}
+
+func TestHungDaemonIsAConnectionFailure(t *testing.T) {
+	f := startFleet(t, 5)
+	d1 := startDaemon(t, f.addrs(), daemonOpts{})
+	d2 := startDaemon(t, f.addrs(), daemonOpts{})
+	c := dial(t, []string{d1.addr(), d2.addr()}, redlockd.RequestTimeout(2*time.Second))
+
+	// A reply that comes after a long WAIT's is not late: only the head of the queue is timed.
+	holder := dial(t, []string{d1.addr()})
+	l := mustLock(t, holder, "go:hol", redlockd.TTL(30*time.Second))
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(bg(), "go:hol", redlockd.TTL(time.Second), redlockd.Wait(4*time.Second))
+		waited <- err
+	}()
+	if !eventually(10*time.Second, func() bool { return d1.number("waiters") == 1 }) {
+		t.Fatalf("the waiter was never queued")
+	}
+	if err := c.Ping(bg()); err != nil {
+		t.Fatalf("Ping behind a 4 s WAIT with a 2 s request timeout: %v", err)
+	}
+	if err := <-waited; !errors.Is(err, redlockd.ErrBusy) {
+		t.Fatalf("the WAIT: %v, want ErrBusy", err)
+	}
+	l.Unlock(bg())
+
+	// A daemon that stops answering: the call fails, KEEP leases are lost, the next call fails over.
+	kept := mustLock(t, c, "go:hung", redlockd.TTL(30*time.Second), redlockd.Keep())
+	if err := d1.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d1.proc.Signal(syscall.SIGCONT) })
+	if err := c.Ping(bg()); !errors.Is(err, redlockd.ErrConnectionLost) || !strings.Contains(err.Error(), "no reply") {
+		t.Fatalf("Ping to a stopped daemon: %v, want ErrConnectionLost (no reply)", err)
+	}
+	select {
+	case <-kept.Done():
+	default:
+		t.Fatalf("the KEEP lease of the hung connection is not lost")
+	}
+	if err := c.Ping(bg()); err != nil || c.Addr() != d2.addr() {
+		t.Fatalf("after the hang: %v, connected to %q", err, c.Addr())
 	}
 }

@@ -36,6 +36,11 @@ export interface ClientOptions {
   tls?: true | ConnectionOptions;
   /** ms per address for connecting, the TLS handshake and AUTH (default 5000). */
   connectTimeout?: number;
+  /**
+   * ms a reply may take beyond the request's WAIT before the daemon counts as hung: the
+   * connection is then closed like a failed one (default 10000; 0: no limit).
+   */
+  requestTimeout?: number;
 }
 
 export interface AcquireOptions {

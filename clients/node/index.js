@@ -133,9 +133,12 @@ class KeepState {
 }
 
 class Connection {
-  constructor(socket, address) {
+  constructor(socket, address, timeout) {
     this.socket = socket;
     this.address = address;
+    this.timeout = timeout; // ms a reply may take beyond its WAIT; 0: no limit
+    this.headDeadline = 0;
+    this.timer = null;
     this.pending = []; // in request order; replies resolve the head
     this.head = 0;
     this.keeps = new Map(); // owner -> KeepState
@@ -152,6 +155,10 @@ class Connection {
   /** Queues and writes one request; the entry's resolve/reject get its reply. */
   send(entry) {
     if (this.closed) return false;
+    if (this.timeout > 0) {
+      entry.deadline = performance.now() + this.timeout + (entry.wait ?? 0);
+      if (this.head >= this.pending.length) this.#timeHead(entry.deadline);
+    }
     this.pending.push(entry);
     this.socket.write(entry.line + "\n");
     return true;
@@ -172,6 +179,25 @@ class Connection {
   close() {
     this.socket.end();
     this.socket.destroy();
+  }
+
+  // Only the head of the queue can be late: the others' replies come after it.
+  #timeHead(deadline) {
+    this.headDeadline = deadline;
+    if (this.timer) return;
+    const check = () => {
+      this.timer = null;
+      if (this.closed || this.head >= this.pending.length) return;
+      const left = this.headDeadline - performance.now();
+      if (left > 0) {
+        this.timer = setTimeout(check, left + 1);
+        this.timer.unref?.();
+        return;
+      }
+      this.#fail(new Error(`no reply within ${this.timeout} ms: daemon hung?`));
+    };
+    this.timer = setTimeout(check, Math.max(0, deadline - performance.now()) + 1);
+    this.timer.unref?.();
   }
 
   #data(chunk) {
@@ -203,6 +229,10 @@ class Connection {
     }
     const entry = this.pending[this.head];
     this.pending[this.head++] = undefined;
+    if (this.timeout > 0 && this.head < this.pending.length) {
+      // The new head may have waited behind a slow WAIT: its clock starts now at most.
+      this.#timeHead(Math.max(this.pending[this.head].deadline, performance.now() + this.timeout));
+    }
     if (this.head > 1024 && this.head * 2 > this.pending.length) {
       this.pending = this.pending.slice(this.head);
       this.head = 0;
@@ -233,6 +263,7 @@ class Connection {
   #fail(error) {
     if (this.closed) return;
     this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
     this.socket.destroy();
     const reason = `connection to ${this.address} ${error ? `failed: ${error.message}` : "closed"}`;
     const pending = this.pending.slice(this.head);
@@ -329,6 +360,7 @@ export class Client {
   #secret;
   #tls;
   #connectTimeout;
+  #requestTimeout;
   #conn = null;
   #connecting = null;
   #index = 0;
@@ -337,7 +369,9 @@ export class Client {
   /**
    * @param addresses "host:port" strings (or one comma-separated string), tried in order.
    * @param options secret: sent with AUTH; tls: true or tls.connect options (ca, cert, key,
-   *   servername); connectTimeout: ms per address (default 5000).
+   *   servername); connectTimeout: ms per address (default 5000); requestTimeout: ms a reply
+   *   may take beyond its WAIT before the daemon counts as hung and the connection is closed
+   *   like a failed one (default 10000; 0: no limit).
    */
   constructor(addresses, options = {}) {
     const list = typeof addresses === "string" ? addresses.split(",") : [...addresses];
@@ -346,6 +380,7 @@ export class Client {
     this.#secret = options.secret === undefined ? undefined : token(options.secret, "secret");
     this.#tls = options.tls === true ? {} : options.tls || null;
     this.#connectTimeout = options.connectTimeout ?? 5000;
+    this.#requestTimeout = options.requestTimeout ?? 10000;
   }
 
   /** The daemon the current connection goes to, or null. */
@@ -411,7 +446,7 @@ export class Client {
       }
       s.once("error", done);
     });
-    const conn = new Connection(socket, address.text);
+    const conn = new Connection(socket, address.text, this.#requestTimeout);
     const timer = setTimeout(() => conn.close(), this.#connectTimeout);
     try {
       // AUTH and HELLO in one write: the daemon checks requests in order.
@@ -473,7 +508,7 @@ export class Client {
     let line = `LOCK ${token(resource, "resource")} ${millis(ttl, "ttl")}`;
     if (wait !== undefined) line += ` WAIT ${millis(wait, "wait", 0)}`;
     if (keep) line += " KEEP";
-    const { reply, conn, entry } = await this.#call(line, { resource, keep, isLock: true }, signal);
+    const { reply, conn, entry } = await this.#call(line, { resource, keep, isLock: true, wait: wait ?? 0 }, signal);
     const parts = reply.split(" ");
     if (parts[0] !== "OK" || parts.length !== 4) throw replyError(reply, resource);
     return new Lease(this, resource, parts[1], BigInt(parts[2]), Number(parts[3]), keep, entry.state ?? null, keep ? conn : null);

@@ -6,6 +6,7 @@ import { after, before, describe, test } from "node:test";
 import {
   AuthError,
   Client,
+  ConnectionLostError,
   LockBusyError,
   LockLostError,
   NoQuorumError,
@@ -226,6 +227,46 @@ describe("failover", () => {
     await second.kill();
     const none = cs.make([first.address, second.address], { connectTimeout: 2000 });
     await assert.rejects(none.ping(), UnavailableError);
+  });
+});
+
+describe("a hung daemon", () => {
+  let fleet;
+  let first;
+  let second;
+  const cs = clients();
+  before(async () => {
+    fleet = await Fleet.start(5);
+    first = await Daemon.start(fleet.addresses);
+    second = await Daemon.start(fleet.addresses);
+  });
+  after(async () => {
+    cs.closeAll();
+    first?.proc.child.kill("SIGCONT");
+    await first?.close();
+    await second?.close();
+    await fleet?.close();
+  });
+
+  test("a reply behind a long WAIT is not late", async () => {
+    const holder = cs.make([first.address]);
+    const c = cs.make([first.address], { requestTimeout: 2000 });
+    const lease = await holder.acquire("node:hol", { ttl: 30000 });
+    const waiting = c.acquire("node:hol", { ttl: 1000, wait: 4000 });
+    assert.ok(await eventually(async () => (await first.info()).waiters === 1), "the waiter was never queued");
+    await c.ping(); // its reply comes after the WAIT's, 4 s later
+    await assert.rejects(waiting, LockBusyError);
+    await lease.release();
+  });
+
+  test("is a connection failure: KEEP leases are lost, the next call fails over", async () => {
+    const c = cs.make([first.address, second.address], { requestTimeout: 1000 });
+    const kept = await c.acquire("node:hung", { ttl: 30000, keep: true });
+    first.proc.child.kill("SIGSTOP");
+    await assert.rejects(c.ping(), (e) => e instanceof ConnectionLostError && /no reply/.test(e.message));
+    assert.ok(kept.signal.aborted);
+    await c.ping();
+    assert.equal(c.address, second.address);
   });
 });
 

@@ -182,10 +182,13 @@ class _Pending:
     """One request in flight. Replies come in request order, so the I/O thread resolves the head."""
 
     __slots__ = ("line", "resource", "keep", "is_lock", "done", "reply", "error", "state",
-                 "abandoned", "_lock")
+                 "abandoned", "_lock", "wait", "deadline")
 
-    def __init__(self, line: str, resource: str = "", keep: bool = False, is_lock: bool = False):
+    def __init__(self, line: str, resource: str = "", keep: bool = False, is_lock: bool = False,
+                 wait: float = 0.0):
         self.line = line
+        self.wait = wait  # the WAIT it carries: its reply may take that long
+        self.deadline = 0.0
         self.resource = resource
         self.keep = keep
         self.is_lock = is_lock
@@ -224,8 +227,11 @@ class _Conn:
     """A connected socket (plain or TLS) served by one I/O thread that does every read and write,
     so an ssl.SSLSocket is never used from two threads at once."""
 
-    def __init__(self, sock: socket.socket, address: str, on_close: Callable[["_Conn"], None]):
+    def __init__(self, sock: socket.socket, address: str, on_close: Callable[["_Conn"], None],
+                 timeout: Optional[float] = None):
         self.address = address
+        self._timeout = timeout
+        self._head_deadline = 0.0
         self._sock = sock
         self._on_close = on_close
         self._lock = threading.Lock()
@@ -248,6 +254,10 @@ class _Conn:
         with self._lock:
             if self.closed or self._closing:
                 raise ConnectionLost(f"connection to {self.address} is closed")
+            if self._timeout is not None:
+                pending.deadline = time.monotonic() + self._timeout + pending.wait
+                if not self._pending:
+                    self._head_deadline = pending.deadline
             self._pending.append(pending)
             self._out += pending.line.encode("ascii") + b"\n"
         self._wake()
@@ -290,8 +300,17 @@ class _Conn:
                         reason = ConnectionLost(f"connection to {self.address} closed by the client")
                         break
                     want_write = bool(self._out)
+                    wait_ms = None
+                    if self._timeout is not None and self._pending:
+                        # Only the head can be late: the others' replies come after it.
+                        left = self._head_deadline - time.monotonic()
+                        if left <= 0:
+                            reason = ConnectionLost(f"no reply from {self.address} within "
+                                                    f"{self._timeout:g} s: daemon hung?")
+                            break
+                        wait_ms = max(1, int(left * 1000) + 1)
                 poller.register(sock_fd, select.POLLIN | (select.POLLOUT if want_write else 0))
-                events = dict(poller.poll())
+                events = dict(poller.poll(wait_ms))
                 if events.get(wake_fd):
                     try:
                         while self._wake_r.recv(4096):
@@ -348,6 +367,10 @@ class _Conn:
             return
         with self._lock:
             pending = self._pending.popleft() if self._pending else None
+            if self._pending and self._timeout is not None:
+                # The new head may have waited behind a slow WAIT: its clock starts now at most.
+                self._head_deadline = max(self._pending[0].deadline,
+                                          time.monotonic() + self._timeout)
             if pending is not None and pending.keep and line.startswith("OK "):
                 # Registered before the next line is read: a LOST may follow right away.
                 owner = line.split(" ")[1]
@@ -458,17 +481,20 @@ class Client:
     secret: sent with AUTH on every new connection.
     tls: None (plaintext), True (system CAs) or an ssl.SSLContext (own CA, client certificate).
     server_name: the name the daemon's certificate must carry; default the host of the address.
+    timeout: seconds a reply may take beyond the request's WAIT before the daemon counts as hung:
+    the connection is then closed like a failed one (None: wait for ever).
     """
 
     def __init__(self, addresses: Union[str, Iterable[str]], *, secret: Optional[str] = None,
                  tls: Union[None, bool, ssl.SSLContext] = None, server_name: Optional[str] = None,
-                 connect_timeout: float = 5.0):
+                 connect_timeout: float = 5.0, timeout: Optional[float] = 10.0):
         if isinstance(addresses, str):
             addresses = addresses.split(",")
         self._addresses = [_parse_address(a) for a in addresses]
         if not self._addresses:
             raise ValueError("at least one address is needed")
         self._secret = _token(secret, "secret") if secret is not None else None
+        self._timeout = timeout
         if tls is True:
             tls = ssl.create_default_context()
         self._tls = tls or None
@@ -523,7 +549,7 @@ class Client:
         except BaseException:
             sock.close()
             raise
-        conn = _Conn(sock, address, self._closed_conn)
+        conn = _Conn(sock, address, self._closed_conn, self._timeout)
         try:
             # AUTH and HELLO in one write: requests are checked in order, so this works.
             auth = _Pending(f"AUTH {self._secret}") if self._secret is not None else None
@@ -598,7 +624,7 @@ class Client:
             line += " KEEP"
         elif on_lost is not None:
             raise ValueError("on_lost needs keep=True: a plain lease ends by its TTL")
-        pending = _Pending(line, resource=resource, keep=keep, is_lock=True)
+        pending = _Pending(line, resource=resource, keep=keep, is_lock=True, wait=wait or 0.0)
         reply, conn = self._call(pending)
         parts = reply.split(" ")
         if parts[0] != "OK" or len(parts) != 4:

@@ -56,10 +56,13 @@ class _Keep:
 
 
 class _Entry:
-    __slots__ = ("line", "resource", "keep", "is_lock", "future", "state")
+    __slots__ = ("line", "resource", "keep", "is_lock", "future", "state", "wait", "deadline")
 
-    def __init__(self, line: str, resource: str = "", keep: bool = False, is_lock: bool = False):
+    def __init__(self, line: str, resource: str = "", keep: bool = False, is_lock: bool = False,
+                 wait: float = 0.0):
         self.line = line
+        self.wait = wait
+        self.deadline = 0.0
         self.resource = resource
         self.keep = keep
         self.is_lock = is_lock
@@ -68,8 +71,13 @@ class _Entry:
 
 
 class _Conn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str):
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
+                 timeout: Optional[float] = None):
         self.address = address
+        self.timeout = timeout
+        self.head_deadline = 0.0
+        self.timer: Optional[asyncio.TimerHandle] = None
+        self.hung = False
         self.reader = reader
         self.writer = writer
         self.pending: collections.deque[_Entry] = collections.deque()
@@ -80,12 +88,33 @@ class _Conn:
     def send(self, entry: _Entry) -> bool:
         if self.closed:
             return False
+        if self.timeout is not None:
+            loop = asyncio.get_running_loop()
+            entry.deadline = loop.time() + self.timeout + entry.wait
+            if not self.pending:
+                self._time_head(entry.deadline)
         self.pending.append(entry)  # one thread: append and write are never interleaved
         self.writer.write(entry.line.encode("ascii") + b"\n")
         return True
 
     def close(self) -> None:
         self.writer.close()
+
+    def _time_head(self, deadline: float) -> None:
+        """Only the head of the queue can be late: the others' replies come after it."""
+        self.head_deadline = deadline
+        if self.timer is None:
+            self.timer = asyncio.get_running_loop().call_at(deadline, self._check)
+
+    def _check(self) -> None:
+        self.timer = None
+        if self.closed or not self.pending:
+            return
+        if asyncio.get_running_loop().time() < self.head_deadline:
+            self.timer = asyncio.get_running_loop().call_at(self.head_deadline, self._check)
+            return
+        self.hung = True
+        self.writer.transport.abort()  # the reader ends and fails everything in flight
 
     async def _read(self) -> None:
         reason: BaseException = ConnectionLost(f"{self.address} closed the connection")
@@ -110,6 +139,9 @@ class _Conn:
         if not self.pending:
             raise ServerError("PROTOCOL", f"a reply with no request waiting for it: {line!r}")
         entry = self.pending.popleft()
+        if self.pending and self.timeout is not None:
+            now = asyncio.get_running_loop().time()
+            self._time_head(max(self.pending[0].deadline, now + self.timeout))
         if entry.keep and line.startswith("OK "):
             entry.state = _Keep(entry.resource, line.split(" ")[1])
             self.keeps[entry.state.owner] = entry.state
@@ -125,6 +157,11 @@ class _Conn:
         entry.future.set_result(line)
 
     def _shut(self, reason: BaseException) -> None:
+        if self.hung:
+            reason = ConnectionLost(f"no reply from {self.address} within {self.timeout:g} s: "
+                                    f"daemon hung?")
+        if self.timer is not None:
+            self.timer.cancel()
         self.closed = True
         self.writer.close()
         pending, self.pending = list(self.pending), collections.deque()
@@ -215,13 +252,14 @@ class Client:
 
     def __init__(self, addresses: Union[str, Iterable[str]], *, secret: Optional[str] = None,
                  tls: Union[None, bool, ssl.SSLContext] = None, server_name: Optional[str] = None,
-                 connect_timeout: float = 5.0):
+                 connect_timeout: float = 5.0, timeout: Optional[float] = 10.0):
         if isinstance(addresses, str):
             addresses = addresses.split(",")
         self._addresses = [_parse_address(a) for a in addresses]
         if not self._addresses:
             raise ValueError("at least one address is needed")
         self._secret = _token(secret, "secret") if secret is not None else None
+        self._timeout = timeout
         self._tls = ssl.create_default_context() if tls is True else (tls or None)
         self._server_name = server_name
         self._connect_timeout = connect_timeout
@@ -264,7 +302,8 @@ class Client:
         reader, writer = await asyncio.open_connection(
             host, port, ssl=self._tls, limit=1 << 20,
             server_hostname=(self._server_name or host) if self._tls else None)
-        conn = _Conn(reader, writer, f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        conn = _Conn(reader, writer, f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                     self._timeout)
         try:
             entries = ([_Entry(f"AUTH {self._secret}")] if self._secret is not None else [])
             entries.append(_Entry("HELLO"))
@@ -299,7 +338,7 @@ class Client:
             line += " KEEP"
         elif on_lost is not None:
             raise ValueError("on_lost needs keep=True: a plain lease ends by its TTL")
-        entry = _Entry(line, resource, keep, is_lock=True)
+        entry = _Entry(line, resource, keep, is_lock=True, wait=wait or 0.0)
         reply, conn = await self._call(entry)
         parts = reply.split(" ")
         if parts[0] != "OK" or len(parts) != 4:

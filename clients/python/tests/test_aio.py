@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import unittest
 
 import redlockd
@@ -134,3 +136,14 @@ class AioFailoverTests(unittest.IsolatedAsyncioTestCase):
             self.assertGreater(lease.fence, plain.fence)
         self.assertEqual(c.address, second.address)
         await plain.release()
+
+    async def test_hung_daemon_is_a_connection_failure(self):
+        # Runs after the failover test (alphabetical order) and stops the second daemon.
+        c = self.client([self.second.address], timeout=1.0)
+        kept = await c.acquire("aio:hung", ttl=30.0, keep=True)
+        os.kill(self.second.proc.pid, signal.SIGSTOP)
+        self.addCleanup(os.kill, self.second.proc.pid, signal.SIGCONT)
+        with self.assertRaises(redlockd.ConnectionLost) as caught:
+            await c.ping()
+        self.assertIn("no reply", str(caught.exception))
+        self.assertTrue(kept.lost.is_set())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import ssl
 import tempfile
 import threading
@@ -252,6 +254,42 @@ class FailoverTests(unittest.TestCase):
             self.assertGreater(lease.fence, plain.fence)
         self.assertEqual(c.address, self.second.address)
         plain.release()  # a plain lease survives the failover: the second daemon releases it
+
+    def test_fails_over_from_a_hung_daemon(self):
+        c = redlockd.Client([self.first.address, self.second.address], timeout=1.0)
+        self.addCleanup(c.close)
+        kept = c.acquire("py:hung", ttl=30.0, keep=True)
+        os.kill(self.first.proc.pid, signal.SIGSTOP)
+        self.addCleanup(os.kill, self.first.proc.pid, signal.SIGCONT)
+        with self.assertRaises(redlockd.ConnectionLost) as caught:
+            c.ping()
+        self.assertIn("no reply", str(caught.exception))
+        self.assertTrue(kept.lost.is_set())
+        c.ping()
+        self.assertEqual(c.address, self.second.address)
+
+    def test_a_reply_behind_a_long_wait_is_not_a_hang(self):
+        # The PING's reply comes after the WAIT's, later than `timeout` after it was sent.
+        holder = redlockd.Client([self.first.address])
+        self.addCleanup(holder.close)
+        c = redlockd.Client([self.first.address], timeout=2.0)
+        self.addCleanup(c.close)
+        lease = holder.acquire("py:hol", ttl=30.0)
+        result: dict = {}
+
+        def wait() -> None:
+            try:
+                c.acquire("py:hol", ttl=1.0, wait=4.0)
+            except BaseException as error:  # noqa: BLE001
+                result["error"] = error
+
+        t = threading.Thread(target=wait)
+        t.start()
+        self.assertTrue(eventually(lambda: self.first.info()["waiters"] == 1))
+        c.ping()
+        t.join()
+        self.assertIsInstance(result.get("error"), redlockd.LockBusy)
+        lease.release()
 
     def test_skips_a_dead_first_address(self):
         self.first.kill()
