@@ -317,9 +317,12 @@ export class Lease {
 
   #arm() {
     if (this.#timer) clearTimeout(this.#timer);
+    const left = this.expiresAt - performance.now();
+    // setTimeout fires at once beyond 2^31-1 ms: re-arm in steps for very long TTLs.
     this.#timer = setTimeout(() => {
-      this.#controller.abort(new LockLostError(`the validity of ${this.resource} ran out`));
-    }, Math.max(0, this.expiresAt - performance.now()));
+      if (this.expiresAt - performance.now() > 0) this.#arm();
+      else this.#controller.abort(new LockLostError(`the validity of ${this.resource} ran out`));
+    }, Math.min(Math.max(0, left), 2 ** 31 - 1));
     this.#timer.unref?.();
   }
 
