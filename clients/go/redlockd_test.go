@@ -240,6 +240,18 @@ func TestLostWhenThreeMastersDie(t *testing.T) {
 	d := startDaemon(t, f.addrs(), daemonOpts{})
 	c := dial(t, []string{d.addr()})
 	l := mustLock(t, c, "go:lost", redlockd.TTL(time.Second), redlockd.Keep())
+	// A WAIT pending on the same connection: the LOST push arrives before its reply and must
+	// not be taken for it.
+	other := dial(t, []string{d.addr()})
+	mustLock(t, other, "go:lost-held", redlockd.TTL(30*time.Second))
+	waited := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(bg(), "go:lost-held", redlockd.TTL(time.Second), redlockd.Wait(3*time.Second))
+		waited <- err
+	}()
+	if !eventually(10*time.Second, func() bool { return d.number("waiters") == 1 }) {
+		t.Fatalf("the waiter was never queued")
+	}
 	for i := 0; i < 3; i++ {
 		f.nodes[i].kill()
 	}
@@ -247,6 +259,9 @@ func TestLostWhenThreeMastersDie(t *testing.T) {
 	case <-l.Done():
 	case <-time.After(20 * time.Second):
 		t.Fatalf("no LOST within 20 s of killing three masters")
+	}
+	if err := <-waited; !errors.Is(err, redlockd.ErrBusy) && !errors.Is(err, redlockd.ErrNoQuorum) {
+		t.Fatalf("the WAIT pending when LOST came: %v, want BUSY or NOQUORUM", err)
 	}
 	if !errors.Is(l.Err(), redlockd.ErrLost) || !strings.Contains(l.Err().Error(), "LOST") {
 		t.Fatalf("Err: %v", l.Err())

@@ -180,8 +180,15 @@ describe("LOST", () => {
     const c = cs.make([daemon.address]);
     const lease = await c.acquire("node:lost", { ttl: 1000, keep: true });
     const aborted = new Promise((resolve) => lease.signal.addEventListener("abort", resolve));
+    // A WAIT pending on the same connection: the LOST push arrives before its reply and must
+    // not be taken for it.
+    await cs.make([daemon.address]).acquire("node:lost-held", { ttl: 30000 });
+    const waiting = c.acquire("node:lost-held", { ttl: 1000, wait: 3000 });
+    waiting.catch(() => {});
+    assert.ok(await eventually(async () => (await daemon.info()).waiters === 1), "the waiter was never queued");
     for (let i = 0; i < 3; i++) await fleet.kill(i);
     assert.ok(await eventually(() => lease.signal.aborted, 20000), "no LOST within 20 s of killing three masters");
+    await assert.rejects(waiting, (e) => e instanceof LockBusyError || e instanceof NoQuorumError);
     await aborted;
     assert.ok(lease.signal.reason instanceof LockLostError);
     assert.match(lease.signal.reason.message, /LOST/);

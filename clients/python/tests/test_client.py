@@ -200,6 +200,14 @@ class LockTests(_FleetCase):
         self.assertTrue(eventually(lambda: _try_lock(other, "py:keep-close")))
 
 
+def _raised(call) -> BaseException | None:
+    try:
+        call()
+    except BaseException as error:  # noqa: BLE001 - returned to the test
+        return error
+    return None
+
+
 def _try_lock(client: redlockd.Client, resource: str) -> bool:
     try:
         client.acquire(resource, ttl=1.0).release()
@@ -219,9 +227,20 @@ class LostTests(_FleetCase):
             called.set()
 
         lease = c.acquire("py:lost", ttl=1.0, keep=True, on_lost=on_lost)
+        # A WAIT pending on the same connection: the LOST push arrives before its reply and must
+        # not be taken for it.
+        other = self.client()
+        other.acquire("py:lost-held", ttl=30.0)
+        waited: dict = {}
+        waiter = threading.Thread(target=lambda: waited.update(
+            error=_raised(lambda: c.acquire("py:lost-held", ttl=1.0, wait=3.0))))
+        waiter.start()
+        self.assertTrue(eventually(lambda: self.daemon.info()["waiters"] == 1))
         for i in range(3):
             self.fleet.kill(i)
         self.assertTrue(lease.lost.wait(20.0), "no LOST within 20 s of killing three masters")
+        waiter.join(30.0)
+        self.assertIsInstance(waited.get("error"), (redlockd.LockBusy, redlockd.NoQuorum))
         self.assertTrue(called.wait(5.0))
         self.assertIs(seen[0], lease)
         self.assertIn("LOST", lease.lost_reason)
