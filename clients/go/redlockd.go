@@ -308,12 +308,13 @@ func (c *conn) readLoop() {
 	c.pending, c.keeps = nil, map[string]*keepState{}
 	close(c.dead)
 	c.mu.Unlock()
-	for _, k := range pending {
-		c.resolve(k, result{err: failure})
-	}
+	// KEEP leases first: a caller that sees its call fail finds them lost already.
 	for _, k := range keeps {
 		// A KEEP lock lives exactly as long as its connection: it does not survive a failover.
 		k.lose(fmt.Errorf("%w: connection to %s failed: %v", ErrLost, c.addr, failure))
+	}
+	for _, k := range pending {
+		c.resolve(k, result{err: failure})
 	}
 }
 

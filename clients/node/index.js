@@ -269,13 +269,14 @@ class Connection {
     const pending = this.pending.slice(this.head);
     this.pending = [];
     this.head = 0;
-    for (const entry of pending) {
-      if (entry && !entry.abandoned) entry.reject(new ConnectionLostError(reason, { cause: error ?? undefined }));
-    }
     const keeps = [...this.keeps.values()];
     this.keeps.clear();
     // A KEEP lock lives exactly as long as its connection: it does not survive a failover.
+    // First: a caller that sees its call fail finds them lost already.
     for (const state of keeps) state.lose(reason);
+    for (const entry of pending) {
+      if (entry && !entry.abandoned) entry.reject(new ConnectionLostError(reason, { cause: error ?? undefined }));
+    }
   }
 }
 

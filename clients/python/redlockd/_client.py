@@ -390,11 +390,12 @@ class _Conn:
                 s.close()
             except OSError:
                 pass
-        for p in pending:
-            p.resolve(self, None, reason)
+        # KEEP leases first: a caller that sees its call fail finds them lost already.
         for state in keeps:
             # A KEEP lock lives exactly as long as its connection: it does not survive a failover.
             state.mark_lost(f"connection to {self.address} lost: {reason}")
+        for p in pending:
+            p.resolve(self, None, reason)
         self._on_close(self)
 
 

@@ -166,11 +166,11 @@ class _Conn:
         self.writer.close()
         pending, self.pending = list(self.pending), collections.deque()
         keeps, self.keeps = list(self.keeps.values()), {}
+        for state in keeps:  # first: a caller that sees its call fail finds them lost already
+            state.mark_lost(f"connection to {self.address} lost: {reason}")
         for entry in pending:
             if not entry.future.done():
                 entry.future.set_exception(reason)
-        for state in keeps:
-            state.mark_lost(f"connection to {self.address} lost: {reason}")
 
 
 class Lease:
