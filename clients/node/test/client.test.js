@@ -267,7 +267,7 @@ describe("a hung daemon", () => {
   });
 
   test("is a connection failure: KEEP leases are lost, the next call fails over", async () => {
-    const c = cs.make([first.address, second.address], { requestTimeout: 1000 });
+    const c = cs.make([first.address, second.address], { requestTimeout: 2000 });
     const kept = await c.acquire("node:hung", { ttl: 30000, keep: true });
     first.proc.child.kill("SIGSTOP");
     await assert.rejects(c.ping(), (e) => e instanceof ConnectionLostError && /no reply/.test(e.message));

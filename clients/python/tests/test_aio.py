@@ -140,7 +140,7 @@ class AioFailoverTests(unittest.IsolatedAsyncioTestCase):
 
     async def test_hung_daemon_is_a_connection_failure(self):
         # Runs after the failover test (alphabetical order) and stops the second daemon.
-        c = self.client([self.second.address], timeout=1.0)
+        c = self.client([self.second.address], timeout=2.0)
         kept = await c.acquire("aio:hung", ttl=30.0, keep=True)
         os.kill(self.second.proc.pid, signal.SIGSTOP)
         self.addCleanup(os.kill, self.second.proc.pid, signal.SIGCONT)

@@ -275,7 +275,7 @@ class FailoverTests(unittest.TestCase):
         plain.release()  # a plain lease survives the failover: the second daemon releases it
 
     def test_fails_over_from_a_hung_daemon(self):
-        c = redlockd.Client([self.first.address, self.second.address], timeout=1.0)
+        c = redlockd.Client([self.first.address, self.second.address], timeout=2.0)
         self.addCleanup(c.close)
         kept = c.acquire("py:hung", ttl=30.0, keep=True)
         os.kill(self.first.proc.pid, signal.SIGSTOP)
