@@ -334,3 +334,70 @@ TEST_CASE("issue 11 case 6 - max_keep_locks_per_connection holds after a KEEP WA
   CHECK(starts_with(third, "ERR TOO_MANY "));
   CHECK(env.daemon.info().at("keep_locks") == 2);
 }
+
+TEST_CASE("issue 11 suspected - one daemon - a master that lost its fence key while no daemon "
+          "watched does not vote before it is re-seeded",
+          "[integration][ha]") {
+  const nlohmann::json extra = {{"max_ttl_ms", 2000}};
+  redis_fleet fleet;
+  daemon_options options;
+  options.nodes = fleet.addresses();
+  options.extra = extra;
+  daemon_process daemon(options);
+  std::uint64_t highest = 0;
+  {
+    line_client client(daemon.port());
+    for (int i = 0; i < 2; ++i) {
+      const lock_grant g = must_lock(client, "LOCK early 300");
+      REQUIRE(client.request("UNLOCK early " + g.owner) == "OK");
+    }
+    // Higher fences on A, B and C only (D and E hold another owner's key).
+    set_foreign_key(fleet, {D, E}, "fenced", 60000);
+    for (int i = 0; i < 5; ++i) {
+      const lock_grant g = must_lock(client, "LOCK fenced 300");
+      CHECK(g.fence > highest);
+      highest = g.fence;
+      REQUIRE(nodes_holding(fleet, "fenced", g.owner) == std::vector<std::size_t>{A, B, C});
+      REQUIRE(client.request("UNLOCK fenced " + g.owner) == "OK");
+    }
+  }
+  daemon.kill();
+  // While no daemon watches, C loses everything (an empty restart long ago, a FLUSHALL): no
+  // fence key, no record of the longest TTL. The fleet is older than every TTL ever granted.
+  REQUIRE(fleet.run(C, "FLUSHALL").str == "OK");
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < fleet.size(); ++i) {
+      const std::string info = fleet.run(i, "INFO", "server").str;
+      const auto at = info.find("uptime_in_seconds:");
+      if (at == std::string::npos || std::stoll(info.substr(at + 18)) < 2)
+        return false;
+    }
+    return true;
+  }));
+  // A and B, the only masters that remember the highest fence besides C, are unreachable.
+  resume_on_exit resume{fleet, {A, B}};
+  fleet.pause(A);
+  fleet.pause(B);
+  daemon.start(0); // not waiting for any master to be "ok"
+  REQUIRE(eventually(
+      [&] {
+        return count_nodes_in_state(daemon.info(), {fleet.address(D), fleet.address(E)}, "ok") == 2;
+      },
+      10s));
+
+  line_client client(daemon.port());
+  const auto start = clock_type::now();
+  int attempts = 0;
+  while (ms_since(start) < 3000) {
+    const std::string reply = client.request("LOCK after 1000");
+    ++attempts;
+    INFO("attempt " << attempts << " with A and B paused and C flushed: " << reply
+                    << " (highest fence handed out before: " << highest << ")");
+    if (const auto g = parse_lock_ok(reply)) {
+      REQUIRE(g->fence > highest);
+      client.request("UNLOCK after " + g->owner);
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  CHECK(attempts >= 3);
+}
