@@ -57,8 +57,8 @@ struct resume_on_exit {
   }
 };
 
-// The daemon has reconnected to `node` after it restarted: it counted the restart, and the
-// link is neither down nor connecting.
+// The daemon has reconnected to `node` after it restarted: it counted the restart or shows the
+// node quarantined, and the link is neither down nor connecting.
 bool saw_restart(const daemon_process& daemon, const redis_fleet& fleet, std::size_t node) {
   const auto info = daemon.info();
   const std::string state = node_state(info, fleet.address(node));
