@@ -105,7 +105,7 @@ TEST_CASE("the right secret opens every verb, pipelined requests are answered in
   const auto grant = parse_lock_ok(client.read_line());
   REQUIRE(grant);
   CHECK(starts_with(client.read_line(), "OK {"));
-  CHECK(nodes_holding(env.fleet, "piped", grant->owner).size() == 5);
+  CHECK(eventually([&] { return nodes_holding(env.fleet, "piped", grant->owner).size() == 5; }));
   CHECK(starts_with(client.request("EXTEND piped " + grant->owner + " 5000"), "OK "));
   CHECK(client.request("UNLOCK piped " + grant->owner) == "OK");
   CHECK(lock_keys(env.fleet).empty());
@@ -319,7 +319,7 @@ TEST_CASE("the daemon authenticates to ACL masters, and again after a master res
   line_client client(daemon.port());
   const auto grant = parse_lock_ok(client.request("LOCK acl-res 10000"));
   REQUIRE(grant);
-  CHECK(nodes_holding(fleet, "acl-res", grant->owner).size() == 5);
+  CHECK(eventually([&] { return nodes_holding(fleet, "acl-res", grant->owner).size() == 5; }));
   CHECK(client.request("UNLOCK acl-res " + grant->owner) == "OK");
   // The daemon's connections run as the ACL user.
   CHECK(fleet.run(0, "CLIENT", "LIST").str.find("user=redlockd") != std::string::npos);
@@ -331,7 +331,7 @@ TEST_CASE("the daemon authenticates to ACL masters, and again after a master res
   CHECK(fleet.run(2, "CLIENT", "LIST").str.find("user=redlockd") != std::string::npos);
   const auto again = parse_lock_ok(client.request("LOCK acl-res 10000"));
   REQUIRE(again);
-  CHECK(nodes_holding(fleet, "acl-res", again->owner).size() == 5);
+  CHECK(eventually([&] { return nodes_holding(fleet, "acl-res", again->owner).size() == 5; }));
   CHECK(client.request("UNLOCK acl-res " + again->owner) == "OK");
   CHECK(lock_keys(fleet).empty());
 
@@ -375,10 +375,12 @@ TEST_CASE("a wrong Redis password leaves the masters down and LOCK answers NOQUO
   CHECK(client.request("LOCK refused-res 5000") == "NOQUORUM 0 3");
   CHECK(lock_keys(fleet).empty());
   // Retried with backoff, never accepted, never logged with the password.
-  std::this_thread::sleep_for(500ms);
+  CHECK(eventually([&] {
+    const std::string log = daemon.log();
+    return log.find("AUTH refused for user 'redlockd'") != std::string::npos &&
+           log.find("AUTH refused again") != std::string::npos;
+  }));
   const std::string log = daemon.log();
-  CHECK(log.find("AUTH refused for user 'redlockd'") != std::string::npos);
-  CHECK(log.find("AUTH refused again") != std::string::npos);
   CHECK(log.find(wrong) == std::string::npos);
   CHECK(log.find("the-real-pass") == std::string::npos);
   CHECK(daemon.info().dump().find(wrong) == std::string::npos);

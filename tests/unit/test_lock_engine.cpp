@@ -1,6 +1,7 @@
 // The engine against scripted node answers: the Redis replies are real RESP bytes run through the
 // hiredis reader; only the transport is replaced.
 #include "redlockd/lock_engine.hpp"
+#include "redlockd/redlock.hpp"
 #include "redlockd/resp.hpp"
 #include "redlockd/scripts.hpp"
 
@@ -613,22 +614,47 @@ TEST_CASE("KEEP renews about every TTL/3 and releases when the client leaves", "
   CHECK(f.count_sent(request_kind::extend) == 0);
 }
 
-TEST_CASE("KEEP pushes LOST when no quorum renews it in time", "[engine][keep]") {
+TEST_CASE("KEEP pushes LOST when no quorum renews it in time, a third of the TTL ahead",
+          "[engine][keep]") {
+  // The promise redlockctl run builds on (PROTOCOL.md): LOST comes while at least TTL/3 of the
+  // validity is left, so that the holder can stop before the lock can go to someone else.
+  const std::uint64_t ttl = GENERATE(300, 3000, 30000);
+  const bool renewed_once = GENERATE(false, true);
+  CAPTURE(ttl, renewed_once);
   fixture f;
-  lock_request req = lock_of("k", 3000);
+  lock_request req = lock_of("k", ttl);
   req.keep = true;
   f.engine.lock(req, f.client, 0);
   f.answer_all(request_kind::acquire, granted(0), 3);
-  const std::string owner = owner_in(f.client->lines[0]);
+  const std::string grant = f.client->lines[0];
+  const std::string owner = owner_in(grant);
+  const auto validity = words(grant).at(3);
+  // The lease as the daemon counts it: from the grant (the fake clock stood still meanwhile).
+  clock_type::time_point valid_until = f.now + std::chrono::milliseconds(std::stoll(validity));
+  if (renewed_once) {
+    // One renewal at TTL/3 works; the answers come a little later. Then three masters go.
+    while (f.count_sent(request_kind::extend) == 0)
+      f.advance(1ms);
+    const auto sent_at = f.now;
+    f.advance(10ms); // within the node timeout of every TTL here
+    f.answer_all(request_kind::extend, extended(1), 3);
+    REQUIRE(f.engine.counters().renewed == 1);
+    // Renewed validity counts from when the renewal was sent.
+    const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(f.now - sent_at);
+    valid_until =
+        f.now + std::chrono::milliseconds(validity_ms(ttl, elapsed, f.cfg.clock_drift_factor));
+  }
   f.nodes.up = {true, true, false, false, false}; // three masters gone
-  for (int i = 0; i < 40 && f.client->pushed.empty(); ++i)
-    f.advance(100ms);
+  // Millisecond steps, so that the fake timer fires when due, not up to a step late.
+  for (std::uint64_t i = 0; i < 2 * ttl && f.client->pushed.empty(); ++i)
+    f.advance(1ms);
   REQUIRE(f.client->pushed.size() == 1);
   CHECK(f.client->pushed[0] == "LOST k " + owner + "\n");
   CHECK(f.engine.counters().lost == 1);
   CHECK(f.engine.keep_locks() == 0);
-  // Before the 3000 ms lease could have run out.
-  CHECK(f.now < clock_type::time_point{} + 1h + 3000ms);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(valid_until - f.now);
+  INFO("LOST pushed with " << left.count() << " ms of validity left of a " << ttl << " ms TTL");
+  CHECK(left >= std::chrono::milliseconds(ttl / 3));
 }
 
 TEST_CASE("KEEP pushes LOST at once when a majority no longer holds it", "[engine][keep]") {
