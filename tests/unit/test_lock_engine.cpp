@@ -912,6 +912,66 @@ TEST_CASE("KEEP renewals judge only the masters that granted the lock", "[engine
     CHECK(f.engine.status_of(node).reason == lock_engine::quarantine_reason::none);
 }
 
+TEST_CASE("the clock-jump bound is the drift allowance of the shortest TTL granted",
+          "[engine][quarantine]") {
+  // Issue 11: with 1 s locks the drift allowance is 12 ms; a 400 ms step used to pass unseen
+  // under the fixed 500 ms bound.
+  fixture f;
+  f.engine.lock(lock_of("a", 1000), f.client, 1);
+  CHECK(f.engine.on_node_time(0, 1000, 0));
+  f.now += 100ms;
+  CHECK(f.engine.on_node_time(0, 1000, 100'000 + 11'000)); // 11 ms ahead: within the allowance
+  f.now += 100ms;
+  CHECK_FALSE(f.engine.on_node_time(0, 1000, 200'000 + 11'000 + 400'000)); // a 400 ms step
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::clock);
+}
+
+TEST_CASE("a vote in flight when its master is quarantined does not count",
+          "[engine][quarantine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.connect(0, "a-new-run", 10, std::nullopt); // node 0 restarted while its vote was on the wire
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(1, request_kind::acquire, granted(0));
+  CHECK(f.client->lines.count(1) == 0); // 1 of 3, not 2
+  f.answer(2, request_kind::acquire, granted(0));
+  CHECK(f.client->lines.count(1) == 0);
+  f.answer(3, request_kind::acquire, granted(0));
+  CHECK(f.client->lines[1].starts_with("OK "));
+}
+
+TEST_CASE("a release nobody waits for is sent again by source after NOSCRIPT, and to a master "
+          "that was down once it is back",
+          "[engine]") {
+  fixture f;
+  f.nodes.up[4] = false;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.answer_all(request_kind::acquire, refused(5000), 2); // failed: released everywhere
+  REQUIRE(f.client->lines[1].starts_with("NOQUORUM"));
+  const auto cleanups = f.nodes.of(request_kind::cleanup);
+  REQUIRE(cleanups.size() == 4); // node 4 is down: it is owed
+  f.nodes.sent.clear();
+  auto noscript = resp("-NOSCRIPT No matching script. Please use EVAL.\r\n");
+  f.engine.on_reply(cleanups[2].node, cleanups[2].tag, *noscript);
+  auto resent = f.nodes.of(request_kind::cleanup);
+  REQUIRE(resent.size() == 1);
+  CHECK(resent[0].node == cleanups[2].node);
+  CHECK(resent[0].bytes.starts_with("*5\r\n$4\r\nEVAL\r\n"));
+  f.nodes.sent.clear();
+  f.nodes.up[4] = true;
+  f.engine.on_node_ready(4);
+  resent = f.nodes.of(request_kind::cleanup);
+  REQUIRE(resent.size() == 1);
+  CHECK(resent[0].node == 4);
+  CHECK(resent[0].bytes == cleanups[0].bytes); // the same owner's release
+  // Not again: the entry is gone once every master answered.
+  auto ok = resp(":-1\r\n");
+  f.engine.on_reply(4, resent[0].tag, *ok);
+  f.nodes.sent.clear();
+  f.engine.on_node_ready(4);
+  CHECK(f.nodes.of(request_kind::cleanup).empty());
+}
+
 TEST_CASE("a master whose clock jumps forward loses its vote and is quarantined",
           "[engine][quarantine]") {
   fixture f;
