@@ -18,6 +18,8 @@ enum class request_kind : std::uint8_t {
   release,
   extend,
   fence_bump,
+  // Sent by the status reader (STATUS): a plain PTTL.
+  status,
   // Sent by the connection itself.
   auth,
   load_script,
