@@ -384,7 +384,7 @@ TEST_CASE("a wrong Redis password leaves the masters down and LOCK answers NOQUO
   CHECK(daemon.info().dump().find(wrong) == std::string::npos);
 }
 
-TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_SECRET",
+TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_CLIENT_SECRET",
           "[integration][auth][redlockctl]") {
   secured env;
   const std::string ctl = REDLOCKCTL_BINARY;
@@ -396,10 +396,18 @@ TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_SECRET",
   const auto words = split_words(locked.out.substr(0, locked.out.find('\n')));
   REQUIRE(words.size() == 3);
 
-  REQUIRE(::setenv("REDLOCKD_SECRET", secret.c_str(), 1) == 0);
-  const auto unlocked = run_command(ctl, {"--addr", addr, "unlock", "ctl-res", words[0]});
-  ::unsetenv("REDLOCKD_SECRET");
+  // The daemon's variable name works for redlockctl too.
+  const auto status = run_command("/usr/bin/env", {"REDLOCKD_CLIENT_SECRET=" + secret, ctl,
+                                                   "--addr", addr, "status", "ctl-res"});
+  CHECK(status.status == 0);
+  CHECK(status.out.starts_with("held "));
+  CHECK(status.err.empty());
+  // The old name still works, with a deprecation line.
+  const auto unlocked = run_command("/usr/bin/env", {"REDLOCKD_SECRET=" + secret, ctl, "--addr",
+                                                     addr, "unlock", "ctl-res", words[0]});
   CHECK(unlocked.status == 0);
+  CHECK(unlocked.err.find("REDLOCKD_SECRET is deprecated; set REDLOCKD_CLIENT_SECRET") !=
+        std::string::npos);
   CHECK(lock_keys(env.fleet).empty());
 
   // No secret: the daemon says NOAUTH, redlockctl says what to do, exit 6.
