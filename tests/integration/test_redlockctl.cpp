@@ -674,3 +674,33 @@ TEST_CASE("redlockctl's bash completion completes commands, options and their va
   CHECK(lock_options.find("--kill-after") == std::string::npos); // run's only
   CHECK(complete("redlockctl run x --ki") == "--kill-after\n");
 }
+
+TEST_CASE("status does not count masters in quarantine", "[integration][redlockctl][status]") {
+  // Three of five masters restart empty while a lock is held: they would say "no key". Only the
+  // two that kept the key count, which is no majority either way. The daemon without quarantine
+  // counts the empty ones and calls the lock free: proof that the check can fail.
+  for (const bool quarantine : {true, false}) {
+    INFO("quarantine " << (quarantine ? "on" : "off"));
+    fleet_and_daemon env(quarantine ? nlohmann::json::object()
+                                    : nlohmann::json{{"unsafe_disable_quarantine", true}});
+    REQUIRE(run_command(ctl, with_addr(env.daemon, {"lock", "q", "--ttl", "30s"})).status == 0);
+    for (std::size_t i = 0; i < 3; ++i) {
+      env.fleet.kill(i);
+      env.fleet.restart(i);
+    }
+    REQUIRE(eventually([&] {
+      const auto info = env.daemon.info();
+      return count_nodes_in_state(info, env.fleet.addresses(), "down") == 0 &&
+             count_nodes_in_state(info, env.fleet.addresses(), "connecting") == 0;
+    }));
+    const auto status = run_command(ctl, with_addr(env.daemon, {"status", "q"}));
+    INFO("stdout: " << status.out << "stderr: " << status.err);
+    if (quarantine) {
+      CHECK(status.status == 2);
+      CHECK(status.err.find("NOQUORUM 2 3") != std::string::npos);
+    } else {
+      CHECK(status.status == 0);
+      CHECK(status.out == "free\n");
+    }
+  }
+}
