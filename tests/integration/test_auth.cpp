@@ -77,7 +77,7 @@ TEST_CASE("with a client secret every verb but PING HELLO AUTH QUIT answers ERR 
   line_client client = env.client();
   for (const std::string& request : std::vector<std::string>{
            "LOCK res 1000", "LOCK res 1000 WAIT 100 KEEP", "UNLOCK res " + owner_sample,
-           "EXTEND res " + owner_sample + " 1000", "INFO", "info"}) {
+           "EXTEND res " + owner_sample + " 1000", "INFO", "info", "STATUS res"}) {
     const std::string reply = client.request(request);
     INFO(request << " -> " << reply);
     CHECK(starts_with(reply, "ERR NOAUTH "));
