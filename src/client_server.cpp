@@ -301,6 +301,11 @@ void client_session::handle_line(std::string_view line) {
             context_.engine.unlock(req, shared_from_this(), seq);
           } else if constexpr (std::is_same_v<type, extend_request>) {
             context_.engine.extend(req, shared_from_this(), seq);
+          } else if constexpr (std::is_same_v<type, status_request>) {
+            if (context_.status == nullptr)
+              deliver(seq, format_error(error_code::internal, "STATUS is not available"));
+            else
+              context_.status->query(req, shared_from_this(), seq);
           } else if constexpr (std::is_same_v<type, info_request>) {
             deliver(seq, format_info(context_.info_json()));
           } else if constexpr (std::is_same_v<type, quit_request>) {

@@ -2,6 +2,7 @@
 
 #include "redlockd/fencing.hpp"
 #include "redlockd/scripts.hpp"
+#include "redlockd/status_query.hpp"
 #include "redlockd/tls.hpp"
 
 #include <boost/asio/connect.hpp>
@@ -242,8 +243,12 @@ awaitable<void> redis_link::run() {
     tls_stream_.reset(); // a write still in flight keeps its TLS state alive until it completes
     pending_.clear();
     pipeline_.fail_all([this](const request_tag& tag) {
-      if (engine_ != nullptr)
+      if (tag.kind == request_kind::status) {
+        if (status_ != nullptr)
+          status_->on_failure(index_, tag);
+      } else if (engine_ != nullptr) {
         engine_->on_failure(index_, tag);
+      }
     });
     if (was_up)
       failures_ = 0; // a fresh outage: start again from the shortest backoff
@@ -378,6 +383,10 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
                                              : "; set it to noeviction");
     }
     break;
+  case request_kind::status:
+    if (status_ != nullptr)
+      status_->on_reply(index_, tag, reply);
+    return;
   default:
     if (engine_ != nullptr)
       engine_->on_reply(index_, tag, reply);

@@ -6,6 +6,7 @@
 #include "redlockd/lock_engine.hpp"
 #include "redlockd/net.hpp"
 #include "redlockd/protocol.hpp"
+#include "redlockd/status_query.hpp"
 
 #include <deque>
 #include <functional>
@@ -39,6 +40,8 @@ struct session_context {
   // Refused AUTH attempts, for INFO and /metrics; their log lines are rate-limited.
   std::uint64_t auth_failures = 0;
   log_budget auth_failure_log{10};
+  // Answers STATUS (set by the daemon; without it STATUS is ERR INTERNAL).
+  status_reader* status = nullptr;
 };
 
 class client_server {

@@ -154,6 +154,9 @@ class lock_engine {
   node_status status_of(std::size_t node);
   // The longest TTL known on the fleet: granted here or read from the masters.
   std::uint64_t max_ttl_granted() const { return max_ttl_granted_; }
+  // Whether a node's answer counts now (connected, not quarantined): for STATUS, which reads
+  // the masters outside the engine (status_query.hpp).
+  bool votes(std::size_t node) { return eligible(node); }
   // The timer armed through node_io::arm_timer expired.
   void on_timer();
   std::optional<clock_type::time_point> next_deadline();

@@ -77,7 +77,7 @@ TEST_CASE("with a client secret every verb but PING HELLO AUTH QUIT answers ERR 
   line_client client = env.client();
   for (const std::string& request : std::vector<std::string>{
            "LOCK res 1000", "LOCK res 1000 WAIT 100 KEEP", "UNLOCK res " + owner_sample,
-           "EXTEND res " + owner_sample + " 1000", "INFO", "info"}) {
+           "EXTEND res " + owner_sample + " 1000", "INFO", "info", "STATUS res"}) {
     const std::string reply = client.request(request);
     INFO(request << " -> " << reply);
     CHECK(starts_with(reply, "ERR NOAUTH "));
@@ -386,7 +386,7 @@ TEST_CASE("a wrong Redis password leaves the masters down and LOCK answers NOQUO
   CHECK(daemon.info().dump().find(wrong) == std::string::npos);
 }
 
-TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_SECRET",
+TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_CLIENT_SECRET",
           "[integration][auth][redlockctl]") {
   secured env;
   const std::string ctl = REDLOCKCTL_BINARY;
@@ -398,10 +398,18 @@ TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_SECRET",
   const auto words = split_words(locked.out.substr(0, locked.out.find('\n')));
   REQUIRE(words.size() == 3);
 
-  REQUIRE(::setenv("REDLOCKD_SECRET", secret.c_str(), 1) == 0);
-  const auto unlocked = run_command(ctl, {"--addr", addr, "unlock", "ctl-res", words[0]});
-  ::unsetenv("REDLOCKD_SECRET");
+  // The daemon's variable name works for redlockctl too.
+  const auto status = run_command("/usr/bin/env", {"REDLOCKD_CLIENT_SECRET=" + secret, ctl,
+                                                   "--addr", addr, "status", "ctl-res"});
+  CHECK(status.status == 0);
+  CHECK(status.out.starts_with("held "));
+  CHECK(status.err.empty());
+  // The old name still works, with a deprecation line.
+  const auto unlocked = run_command("/usr/bin/env", {"REDLOCKD_SECRET=" + secret, ctl, "--addr",
+                                                     addr, "unlock", "ctl-res", words[0]});
   CHECK(unlocked.status == 0);
+  CHECK(unlocked.err.find("REDLOCKD_SECRET is deprecated; set REDLOCKD_CLIENT_SECRET") !=
+        std::string::npos);
   CHECK(lock_keys(env.fleet).empty());
 
   // No secret: the daemon says NOAUTH, redlockctl says what to do, exit 6.
