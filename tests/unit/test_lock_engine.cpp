@@ -549,7 +549,8 @@ TEST_CASE("KEEP refused by max_keep_locks_per_connection does not free a place",
   fixture f;
   f.cfg.max_keep_locks_per_connection = 1;
   for (std::uint64_t seq = 0; seq < 5; ++seq) {
-    lock_request req = lock_of("k" + std::to_string(seq), 5000);
+    const std::string resource = "k" + std::to_string(seq); // the request only views it
+    lock_request req = lock_of(resource, 5000);
     req.keep = true;
     f.engine.lock(req, f.client, seq);
     if (seq == 0)
