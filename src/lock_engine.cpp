@@ -110,8 +110,9 @@ void lock_engine::try_start() {
   if (intact < quorum(node_count_) && connected < node_count_)
     return;
   if (intact < quorum(node_count_))
-    log_->error("fewer than a majority of masters kept their data: fences may go back and "
-                "locks may be lost (every master was read; starting anyway)");
+    log_->error("fewer than a majority of masters are known to have kept their data (restarted "
+                "within the longest TTL, or without a fence counter): every master was read, "
+                "starting anyway; if they did lose it, fences may go back");
   started_ = true;
   for (std::size_t node = 0; node < node_count_; ++node) {
     node_health& h = health_[node];
