@@ -2,7 +2,8 @@
 # Checks the systemd units, the Dockerfile and the docker-compose file without a running systemd
 # or Docker engine:
 #   tests/packaging/check_packaging.sh [BUILD_DIR | REDLOCKD_BINARY]
-# BUILD_DIR: a CMake build directory; its redlockd and its configured redlockd.service are used.
+# BUILD_DIR: a CMake build directory; its redlockd is used, and the unit `cmake --install
+# BUILD_DIR --prefix /usr` renders (installed into a scratch DESTDIR).
 # REDLOCKD_BINARY: a built redlockd; the unit is rendered from config/redlockd.service.in.
 # Without an argument the unit is rendered from the template with ExecStart pointed at true(1),
 # and the --check-config checks are skipped.
@@ -21,7 +22,13 @@ if [ $# -gt 1 ]; then
 elif [ $# -eq 1 ] && [ -d "$1" ]; then
   build=$(cd "$1" && pwd)
   [ -x "$build/redlockd" ] && binary=$build/redlockd
-  [ -f "$build/redlockd.service" ] && unit_source=$build/redlockd.service
+  if DESTDIR=$work/root cmake --install "$build" --prefix /usr >"$work/install.log" 2>&1; then
+    unit_source=$work/root/usr/lib/systemd/system/redlockd.service
+  else
+    echo "check_packaging: cmake --install $build --prefix /usr failed:" >&2
+    cat "$work/install.log" >&2
+    exit 1
+  fi
 elif [ $# -eq 1 ] && [ -f "$1" ] && [ -x "$1" ]; then
   binary=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 elif [ $# -eq 1 ]; then
