@@ -168,6 +168,22 @@ master_unit_delays_restart() {
 check "redis-master@.service: delayed restart (RestartSec >= 60 s, tied to max_ttl_ms)" \
   master_unit_delays_restart
 
+# Debian's redis-server package makes /etc/redis redis:redis 2770: the unit's dynamic user
+# cannot read a config there, and the master would not start.
+master_config_readable() {
+  local config
+  config=$(setting "$master_unit" ExecStart | awk '{print $2}')
+  case "$config" in
+    /etc/redis/*) echo "ExecStart reads $config, unreadable for DynamicUser=yes"; return 1 ;;
+    /*.conf) ;;
+    *) echo "ExecStart's second word is not a config file: $config"; return 1 ;;
+  esac
+  grep -q "^# .*install .*-m 0644 redis-master.conf $config" "$master_unit" ||
+    { echo "the unit's comment does not tell how to install $config (mode 0644)"; return 1; }
+}
+check "redis-master@.service: config outside /etc/redis, installed readable for its DynamicUser" \
+  master_config_readable
+
 master_conf() {
   local conf=$root/config/redis-master.conf missing=() want
   for want in "maxmemory-policy noeviction" "appendonly yes" "appendfsync everysec" \
