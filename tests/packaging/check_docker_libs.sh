@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The runtime stage of docker/Dockerfile must install a package for every shared library the two
+# The build stage of docker/Dockerfile must install what `scripts/setup --list build` names, and
+# its runtime stage a package for every shared library the two
 # binaries load. No Docker engine is needed: `ldd` lists the libraries of the binaries built
 # here (Debian 12, as the image), `dpkg -S` maps each to its package, and that package must be
 # in the runtime stage's `apt-get install`, or in the allow-list below.
@@ -25,13 +26,15 @@ for package in "${allowed[@]}"; do
     { echo "FAIL: allow-listed $package is not a dependency of apt"; failed=$((failed + 1)); }
 done
 
-# The packages the last stage's RUN apt-get install lines name.
-runtime=$(python3 - "$dockerfile" <<'PY'
+# The packages a stage's RUN apt-get install lines name (stage: first or last).
+stage_packages() {
+  python3 - "$dockerfile" "$1" <<'PY'
 import re, sys
 text = re.sub(r"\\\n", " ", open(sys.argv[1]).read())
 lines = [l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#")]
-last_from = max(i for i, l in enumerate(lines) if l.upper().startswith("FROM "))
-for line in lines[last_from:]:
+froms = [i for i, l in enumerate(lines) if l.upper().startswith("FROM ")]
+start, end = (froms[0], froms[1]) if sys.argv[2] == "first" else (froms[-1], len(lines))
+for line in lines[start:end]:
     if not line.upper().startswith("RUN "):
         continue
     for command in re.split(r"&&|;", line[4:]):
@@ -39,8 +42,20 @@ for line in lines[last_from:]:
         if words[:2] == ["apt-get", "install"]:
             print("\n".join(w for w in words[2:] if not w.startswith("-")))
 PY
-)
+}
+runtime=$(stage_packages last)
 [ -n "$runtime" ] || { echo "FAIL: no apt-get install in the runtime stage of $dockerfile"; exit 1; }
+
+# The build stage installs everything scripts/setup installs to build (libssl-dev among them).
+build_stage=$(stage_packages first)
+for package in $("$root/scripts/setup" --list build); do
+  if grep -qx "$package" <<<"$build_stage"; then
+    echo "ok   build stage installs $package"
+  else
+    echo "FAIL the build stage does not install $package (scripts/setup --list build)"
+    failed=$((failed + 1))
+  fi
+done
 
 # dpkg -S knows each file under the path its package ships it at; with merged /usr, ldd may
 # show /lib/... for /usr/lib/... and the other way round, and the soname link for its target.
