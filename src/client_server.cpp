@@ -279,6 +279,13 @@ void client_session::handle_line(std::string_view line) {
     deliver(seq, format_error(error_code::noauth, "authentication required; send AUTH <secret>"));
     return;
   }
+  const request& req_variant = std::get<request>(parsed);
+  if (std::holds_alternative<lock_request>(req_variant))
+    counted_ops_.emplace(seq, result_op::lock);
+  else if (std::holds_alternative<unlock_request>(req_variant))
+    counted_ops_.emplace(seq, result_op::unlock);
+  else if (std::holds_alternative<extend_request>(req_variant))
+    counted_ops_.emplace(seq, result_op::extend);
   try {
     std::visit(
         [&](const auto& req) {
@@ -317,6 +324,12 @@ void client_session::handle_line(std::string_view line) {
 }
 
 void client_session::deliver(std::uint64_t seq, std::string line) {
+  if (!counted_ops_.empty()) {
+    if (const auto op = counted_ops_.find(seq); op != counted_ops_.end()) {
+      context_.results.add_reply(op->second, line);
+      counted_ops_.erase(op);
+    }
+  }
   if (closed_ || seq < first_seq_)
     return;
   const std::uint64_t index = seq - first_seq_;

@@ -4,6 +4,7 @@
 #include "redlockd/auth.hpp"
 #include "redlockd/config.hpp"
 #include "redlockd/lock_engine.hpp"
+#include "redlockd/metrics.hpp"
 #include "redlockd/net.hpp"
 #include "redlockd/protocol.hpp"
 
@@ -12,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace spdlog {
@@ -34,8 +36,10 @@ struct session_context {
   std::shared_ptr<spdlog::logger> log;
   // Set when the daemon stops: new LOCKs are refused with ERR SHUTTING_DOWN.
   bool shutting_down = false;
-  // ERR replies sent (bad requests, refusals), for /metrics.
+  // ERR replies sent to anything but LOCK, UNLOCK and EXTEND (bad requests, refusals), and the
+  // replies to those three by outcome, for /metrics.
   std::uint64_t errors = 0;
+  result_counters results{};
   // Refused AUTH attempts, for INFO and /metrics; their log lines are rate-limited.
   std::uint64_t auth_failures = 0;
   log_budget auth_failure_log{10};
@@ -113,6 +117,9 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
 
   // Replies not yet written, by sequence number from first_seq_; empty while pending.
   std::deque<std::optional<std::string>> replies_;
+  // LOCK, UNLOCK and EXTEND not answered yet, by sequence number: their replies are counted by
+  // outcome when they are delivered.
+  std::unordered_map<std::uint64_t, result_op> counted_ops_;
   std::uint64_t first_seq_ = 0;
   std::uint64_t next_seq_ = 0;
 
