@@ -96,6 +96,8 @@ expected=(
   /usr/share/doc/redlockd/README.md /usr/share/doc/redlockd/PROTOCOL.md
   /usr/share/doc/redlockd/examples/redis-master@.service
   /usr/share/doc/redlockd/examples/redis-master.conf
+  /usr/share/doc/redlockd/examples/redlockd-alerts.yml
+  /usr/share/doc/redlockd/examples/redlockd-dashboard.json
 )
 # The bash completion comes with redlockctl's own branch (config/redlockctl.bash-completion and
 # its install rule): expected only once that file is in the source tree.

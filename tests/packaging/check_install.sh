@@ -30,7 +30,9 @@ check_prefix() {
   for want in "$etc/redlockd.json" "$unitdir/redlockd.service" \
     "$prefix/share/doc/redlockd/README.md" "$prefix/share/doc/redlockd/PROTOCOL.md" \
     "$prefix/share/doc/redlockd/examples/redis-master@.service" \
-    "$prefix/share/doc/redlockd/examples/redis-master.conf"; do
+    "$prefix/share/doc/redlockd/examples/redis-master.conf" \
+    "$prefix/share/doc/redlockd/examples/redlockd-alerts.yml" \
+    "$prefix/share/doc/redlockd/examples/redlockd-dashboard.json"; do
     [ -f "$dest$want" ] || fail "$want is missing"
   done
   cmp -s "$dest$etc/redlockd.json" "$root/config/redlockd.json" ||
