@@ -1,7 +1,9 @@
 # Runs inside `cmake --install` (and cpack), where the install prefix is finally known: a build
 # configured with the default prefix and installed with `cmake --install build --prefix /usr`
 # must still put the config in /etc/redlockd and point the unit's ExecStart at /usr/bin.
-# Set by the install(CODE) that includes this file: REDLOCKD_SOURCE_DIR, REDLOCKD_BINDIR,
+# Set by the install(CODE) that includes this file: REDLOCKD_SOURCE_DIR, REDLOCKD_BINARY_DIR
+# (the build directory: an install script's own CMAKE_CURRENT_BINARY_DIR is the caller's working
+# directory), REDLOCKD_BINDIR,
 # REDLOCKD_SYSCONFDIR, REDLOCKD_DOCDIR, REDLOCKD_UNITDIR (as configured; relative to the prefix
 # unless absolute).
 
@@ -30,6 +32,6 @@ redlockd_full_dir(unit_dir "${REDLOCKD_UNITDIR}" plain)
 file(INSTALL "${REDLOCKD_SOURCE_DIR}/config/redlockd.json"
      DESTINATION "${CMAKE_INSTALL_FULL_SYSCONFDIR}/redlockd")
 
-set(rendered "${CMAKE_CURRENT_BINARY_DIR}/install-rendered/redlockd.service")
+set(rendered "${REDLOCKD_BINARY_DIR}/install-rendered/redlockd.service")
 configure_file("${REDLOCKD_SOURCE_DIR}/config/redlockd.service.in" "${rendered}" @ONLY)
 file(INSTALL "${rendered}" DESTINATION "${unit_dir}")

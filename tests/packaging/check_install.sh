@@ -18,11 +18,15 @@ fail() { echo "FAIL $*"; failed=$((failed + 1)); }
 check_prefix() {
   local prefix=$1 etc=$2 unitdir=$3 dest=$work/${1//\//_}
   echo "--- cmake --install --prefix $prefix (DESTDIR=$dest)"
-  if ! DESTDIR=$dest cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1; then
+  # From an empty working directory, which must stay empty: install scripts write nothing there.
+  local cwd=$work/cwd
+  rm -rf "$cwd" && mkdir -p "$cwd"
+  if ! (cd "$cwd" && DESTDIR=$dest cmake --install "$build" --prefix "$prefix") >"$work/install.log" 2>&1; then
     fail "cmake --install --prefix $prefix failed:"
     sed 's/^/     /' "$work/install.log"
     return
   fi
+  [ -z "$(ls -A "$cwd")" ] || fail "cmake --install wrote into its working directory: $(ls -A "$cwd")"
   local want
   for want in "$prefix/bin/redlockd" "$prefix/bin/redlockctl"; do
     [ -x "$dest$want" ] || fail "$want is not an installed executable"
