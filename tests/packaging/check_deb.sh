@@ -15,7 +15,7 @@ package=redlockd
 
 missing=()
 for tool in cpack:cmake dpkg:dpkg dpkg-deb:dpkg dpkg-shlibdeps:dpkg-dev file:file \
-  systemd-analyze:systemd gzip:gzip; do
+  systemd-analyze:systemd gzip:gzip man:man-db; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool%%:*} (Debian package ${tool#*:})")
 done
 if [ ${#missing[@]} -gt 0 ]; then
