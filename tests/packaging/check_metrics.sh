@@ -4,7 +4,8 @@
 #   1. starts one redis-server and redlockd (metrics_listen) from BUILD_DIR on free loopback
 #      ports, sends LOCK, EXTEND, UNLOCK and a bad request, and reads /metrics;
 #   2. promtool check metrics on that exposition;
-#   3. promtool check rules config/prometheus/redlockd-alerts.yml;
+#   3. promtool check rules config/prometheus/redlockd-alerts.yml, and promtool test rules with
+#      tests/packaging/redlockd-alerts.test.yml (the alerts fire when they should);
 #   4. every metric name the rules and config/grafana/redlockd-dashboard.json use is exported.
 #   tests/packaging/check_metrics.sh BUILD_DIR
 # Needs promtool (Debian package prometheus), redis-server and python3. A missing tool fails.
@@ -96,6 +97,14 @@ if out=$(promtool check rules "$rules" 2>&1); then
   ok "promtool check rules $(basename "$rules"): $(grep -o '[0-9]* rules found' <<<"$out")"
 else
   fail "promtool check rules $rules:"
+  printf '%s\n' "$out" | sed 's/^/     /'
+fi
+
+# The rules fire on the series the daemon exports, and stay quiet otherwise.
+if out=$(cd "$root/tests/packaging" && promtool test rules redlockd-alerts.test.yml 2>&1); then
+  ok "promtool test rules redlockd-alerts.test.yml"
+else
+  fail "promtool test rules tests/packaging/redlockd-alerts.test.yml:"
   printf '%s\n' "$out" | sed 's/^/     /'
 fi
 
