@@ -279,13 +279,16 @@ void client_session::handle_line(std::string_view line) {
     deliver(seq, format_error(error_code::noauth, "authentication required; send AUTH <secret>"));
     return;
   }
+  // LOCK, UNLOCK and EXTEND replies are counted by outcome when they are written.
   const request& req_variant = std::get<request>(parsed);
-  if (std::holds_alternative<lock_request>(req_variant))
-    counted_ops_.emplace(seq, result_op::lock);
-  else if (std::holds_alternative<unlock_request>(req_variant))
-    counted_ops_.emplace(seq, result_op::unlock);
-  else if (std::holds_alternative<extend_request>(req_variant))
-    counted_ops_.emplace(seq, result_op::extend);
+  if (pending_reply* slot = reply_slot(seq)) {
+    if (std::holds_alternative<lock_request>(req_variant))
+      slot->counted = result_op::lock;
+    else if (std::holds_alternative<unlock_request>(req_variant))
+      slot->counted = result_op::unlock;
+    else if (std::holds_alternative<extend_request>(req_variant))
+      slot->counted = result_op::extend;
+  }
   try {
     std::visit(
         [&](const auto& req) {
@@ -308,6 +311,11 @@ void client_session::handle_line(std::string_view line) {
             context_.engine.unlock(req, shared_from_this(), seq);
           } else if constexpr (std::is_same_v<type, extend_request>) {
             context_.engine.extend(req, shared_from_this(), seq);
+          } else if constexpr (std::is_same_v<type, status_request>) {
+            if (context_.status == nullptr)
+              deliver(seq, format_error(error_code::internal, "STATUS is not available"));
+            else
+              context_.status->query(req, shared_from_this(), seq);
           } else if constexpr (std::is_same_v<type, info_request>) {
             deliver(seq, format_info(context_.info_json()));
           } else if constexpr (std::is_same_v<type, quit_request>) {
@@ -318,37 +326,73 @@ void client_session::handle_line(std::string_view line) {
         std::get<request>(parsed));
   } catch (const std::exception& e) {
     context_.log->error("client {}: request failed: {}", id_, e.what());
-    if (seq >= first_seq_ && seq - first_seq_ < replies_.size() && !replies_[seq - first_seq_])
+    if (seq >= first_seq_ && seq - first_seq_ < replies_.size() &&
+        !replies_[seq - first_seq_].ready())
       deliver(seq, format_error(error_code::internal, "internal error"));
   }
 }
 
-void client_session::deliver(std::uint64_t seq, std::string line) {
-  if (!counted_ops_.empty()) {
-    if (const auto op = counted_ops_.find(seq); op != counted_ops_.end()) {
-      context_.results.add_reply(op->second, line);
-      counted_ops_.erase(op);
-    }
-  }
+client_session::pending_reply* client_session::reply_slot(std::uint64_t seq) {
   if (closed_ || seq < first_seq_)
-    return;
+    return nullptr;
   const std::uint64_t index = seq - first_seq_;
   while (replies_.size() <= index)
     replies_.emplace_back();
-  replies_[index] = std::move(line);
+  return &replies_[index];
+}
+
+void client_session::deliver(std::uint64_t seq, std::string line) {
+  if (pending_reply* slot = reply_slot(seq)) {
+    slot->line = std::move(line);
+    write_ready_replies();
+  }
+}
+
+void client_session::deliver_grant(std::uint64_t seq, grant_reply grant, clock_type::time_point) {
+  if (pending_reply* slot = reply_slot(seq)) {
+    slot->grant = std::move(grant);
+    write_ready_replies();
+  }
+}
+
+void client_session::write_ready_replies() {
   // Replies leave in request order: only a ready head can be written.
-  while (!replies_.empty() && replies_.front()) {
-    pending_.append(*replies_.front());
+  while (!replies_.empty() && replies_.front().ready()) {
+    pending_reply& head = replies_.front();
+    if (head.grant) {
+      // The validity is what is left now, when the line is written (a WAIT ahead of it may
+      // have held it back). With none left the client is told it did not get the lock.
+      const auto until = context_.engine.valid_until(*head.grant);
+      const auto now = clock_type::now();
+      const std::string line = head.grant->render(now, until.value_or(now));
+      if (!until || line == head.grant->expired) {
+        context_.engine.grant_expired(*head.grant);
+        head.pushes.clear(); // a LOST about a lock the client never saw
+      }
+      if (head.counted)
+        context_.results.add_reply(*head.counted, line);
+      pending_.append(line);
+    } else {
+      if (head.counted)
+        context_.results.add_reply(*head.counted, *head.line);
+      pending_.append(*head.line);
+    }
+    pending_.append(head.pushes);
     replies_.pop_front();
     ++first_seq_;
   }
   schedule_flush();
 }
 
-void client_session::push(std::string line) {
+void client_session::push(std::string line, std::uint64_t after_seq) {
   if (closed_)
     return;
-  // Not a reply: it goes out ahead of replies still waiting for their turn.
+  // Not a reply: it goes out ahead of replies still waiting for their turn, but after the
+  // reply that granted the lock it is about.
+  if (pending_reply* slot = reply_slot(after_seq)) {
+    slot->pushes.append(line);
+    return;
+  }
   pending_.append(line);
   schedule_flush();
 }

@@ -70,6 +70,9 @@ struct daemon::impl final : node_io {
   impl(config c, std::shared_ptr<spdlog::logger> l, std::function<config()> r)
       : cfg(std::move(c)), log(std::move(l)), reload(std::move(r)), io(1), engine_timer(io),
         signals(io, SIGINT, SIGTERM), hangups(io, SIGHUP), engine(cfg, *this, log),
+        status_timer(io), status_reads(
+                              cfg, *this, [this](std::size_t node) { return engine.votes(node); },
+                              [this](clock_type::time_point when) { arm_status_timer(when); }, log),
         started(clock_type::now()),
         context{engine, cfg, request_limits{cfg.min_ttl_ms, cfg.max_ttl_ms}, hello(), {}, log},
         server(io, context), metrics(io,
@@ -77,9 +80,11 @@ struct daemon::impl final : node_io {
                                       [this] { return nodes_ok() >= quorum(cfg.nodes.size()); }},
                                      log) {
     context.info_json = [this] { return info(); };
+    context.status = &status_reads;
     for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
       links.push_back(std::make_unique<redis_link>(io, i, cfg.nodes[i], cfg, log));
       links.back()->attach(engine);
+      links.back()->attach(status_reads);
     }
   }
 
@@ -93,6 +98,14 @@ struct daemon::impl final : node_io {
     engine_timer.async_wait([this](const error_code_t& ec) {
       if (!ec)
         engine.on_timer();
+    });
+  }
+
+  void arm_status_timer(clock_type::time_point when) {
+    status_timer.expires_at(when);
+    status_timer.async_wait([this](const error_code_t& ec) {
+      if (!ec)
+        status_reads.on_timer();
     });
   }
 
@@ -193,7 +206,8 @@ struct daemon::impl final : node_io {
   awaitable<void> finish_shutdown(clock_type::time_point deadline) {
     net::steady_timer poll(io);
     // Releases must reach the masters before the links close.
-    while ((engine.operations_in_flight() > 0 || !links_idle()) && clock_type::now() < deadline) {
+    while ((engine.operations_in_flight() > 0 || status_reads.in_flight() > 0 || !links_idle()) &&
+           clock_type::now() < deadline) {
       poll.expires_after(std::chrono::milliseconds(5));
       co_await poll.async_wait(net::use_awaitable);
     }
@@ -210,6 +224,7 @@ struct daemon::impl final : node_io {
     for (auto& link : links)
       link->stop();
     engine_timer.cancel();
+    status_timer.cancel();
     signals.cancel();
     hangups.cancel();
   }
@@ -314,6 +329,8 @@ struct daemon::impl final : node_io {
   net::signal_set signals;
   net::signal_set hangups;
   lock_engine engine;
+  net::steady_timer status_timer;
+  status_reader status_reads;
   clock_type::time_point started;
   session_context context;
   client_server server;

@@ -75,90 +75,245 @@ lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog:
       random_(std::random_device{}()), max_ttl_key_(cfg.fence_key + ":max_ttl") {}
 
 // ---------------------------------------------------------------------------------------------
-// Restart quarantine
+// Quarantine: every decision that protects safety uses what a majority of the masters holds
 
-void lock_engine::on_max_ttl_read(std::size_t node, std::uint64_t value) {
+void lock_engine::on_node_connected(std::size_t node, const node_facts& facts) {
   node_health& h = health_[node];
-  if (value > max_ttl_granted_)
-    max_ttl_granted_ = value;
-  if (h.max_ttl_read)
-    return; // a reconnect: already counted
-  h.max_ttl_read = true;
-  if (++max_ttl_reads_ != quorum(node_count_))
+  h.clock.reset(); // a new connection: clock samples start again
+  fences_.observe(facts.fence.value_or(0));
+  if (facts.max_ttl_ms > max_ttl_granted_)
+    max_ttl_granted_ = facts.max_ttl_ms;
+  if (!started_) {
+    h.pending_run_id.assign(facts.run_id);
+    h.pending = facts;
+    h.pending->run_id = h.pending_run_id;
+    try_start();
     return;
-  // Now the longest TTL is known from a majority: judge the nodes that connected before.
-  for (std::size_t i = 0; i < node_count_; ++i) {
-    node_health& waiting = health_[i];
-    if (!waiting.uptime)
+  }
+  judge(node, facts);
+}
+
+void lock_engine::try_start() {
+  // The fleet's fence and longest TTL are known once a majority of masters that kept their data
+  // answered: any later read of fewer, or of masters that lost data, could miss a value.
+  std::size_t connected = 0;
+  std::size_t intact = 0;
+  for (std::size_t node = 0; node < node_count_; ++node) {
+    const node_health& h = health_[node];
+    if (!h.pending)
       continue;
-    const auto [uptime_ms, seen] = *waiting.uptime;
-    waiting.uptime.reset();
-    if (uptime_ms < max_ttl_granted_)
-      quarantine(i, quarantine_reason::restart,
-                 std::chrono::milliseconds(max_ttl_granted_ - uptime_ms) -
-                     std::chrono::duration_cast<std::chrono::milliseconds>(now_() - seen));
+    ++connected;
+    const bool lost_fence = !h.pending->fence && fences_.high_water() > 0;
+    if (!lost_fence && h.pending->uptime_ms >= max_ttl_granted_)
+      ++intact;
+  }
+  if (intact < quorum(node_count_) && connected < node_count_)
+    return;
+  if (intact < quorum(node_count_))
+    log_->error("fewer than a majority of masters kept their data: fences may go back and "
+                "locks may be lost (every master was read; starting anyway)");
+  started_ = true;
+  for (std::size_t node = 0; node < node_count_; ++node) {
+    node_health& h = health_[node];
+    if (!h.pending)
+      continue;
+    const node_facts facts = *h.pending;
+    judge(node, facts);
+    h.pending.reset();
   }
 }
 
-void lock_engine::on_node_identity(std::size_t node, std::string_view run_id,
-                                   std::uint64_t uptime_ms) {
+void lock_engine::judge(std::size_t node, const node_facts& facts) {
   node_health& h = health_[node];
-  const bool restarted = !h.run_id.empty() && h.run_id != run_id;
-  h.run_id.assign(run_id);
-  if (restarted) {
-    ++counters_.restarts;
-    log_->warn("node {} restarted (new run_id)", cfg_.nodes[node].to_string());
-    const std::uint64_t longest =
-        max_ttl_reads_ >= quorum(node_count_) ? max_ttl_granted_ : cfg_.max_ttl_ms;
-    quarantine(node, quarantine_reason::restart, std::chrono::milliseconds(longest));
+  const clock_type::time_point now = now_();
+  // The uptime only says something at first contact; later a new run_id does.
+  const bool first_contact = h.run_id.empty();
+  const bool new_run = !first_contact && h.run_id != facts.run_id;
+  h.run_id.assign(facts.run_id);
+  if (new_run || (first_contact && facts.uptime_ms < max_ttl_granted_)) {
+    if (new_run) {
+      ++counters_.restarts;
+      log_->warn("node {} restarted (new run_id, up {} ms)", cfg_.nodes[node].to_string(),
+                 facts.uptime_ms);
+    }
+    quarantine(node, quarantine_reason::restart, now - std::chrono::milliseconds(facts.uptime_ms));
     return;
   }
-  if (max_ttl_reads_ < quorum(node_count_)) {
-    h.uptime = std::pair{uptime_ms, now_()}; // judged once the longest TTL is known
+  const bool judged = h.state == trust::quarantined || h.state == trust::reseeding;
+  if (!judged && !facts.fence && fences_.high_water() > 0) {
+    // Up longer than any lock lives, yet without the fence counter: its data went (FLUSHALL, a
+    // replaced disk) at a time nobody knows: count from now.
+    ++counters_.key_losses;
+    log_->warn("node {} has no fence counter while the fleet has one: its data was lost",
+               cfg_.nodes[node].to_string());
+    quarantine(node, quarantine_reason::keyloss, now);
     return;
   }
-  if (uptime_ms < max_ttl_granted_)
-    quarantine(node, quarantine_reason::restart,
-               std::chrono::milliseconds(max_ttl_granted_ - uptime_ms));
+  if (h.state == trust::unknown)
+    h.state = trust::trusted;
+  else if (h.state == trust::reseeding && h.read_done)
+    send_seed(node); // the seed sent on the lost connection may not have landed
 }
 
 void lock_engine::quarantine(std::size_t node, quarantine_reason reason,
-                             std::chrono::milliseconds length) {
-  if (cfg_.unsafe_disable_quarantine || length <= std::chrono::milliseconds::zero())
+                             clock_type::time_point since) {
+  if (cfg_.unsafe_disable_quarantine) {
+    health_[node].state = trust::trusted; // the weakened daemon of the chaos suite's controls
     return;
-  node_health& h = health_[node];
-  // Plus the drift allowance: the node's keys may live that much longer than their TTL says.
-  const auto drift = std::chrono::microseconds(
-      drift_us(static_cast<std::uint64_t>(length.count()), cfg_.clock_drift_factor));
-  const auto until = now_() + length + drift;
-  if (until > h.quarantined_until) {
-    h.quarantined_until = until;
-    h.reason = reason;
   }
-  h.reseed = true;
-  log_->warn("node {} quarantined for {} ms: its votes do not count until every lock it may "
-             "have lost has expired",
+  node_health& h = health_[node];
+  // Every lock it may have lost lives at most the longest TTL past the latest loss.
+  const bool fresh = h.state == trust::trusted || h.state == trust::unknown;
+  h.lost_since = fresh ? since : std::max(h.lost_since, since);
+  h.state = trust::quarantined;
+  h.reason = reason;
+  // What this daemon knows now; the fleet read may make it longer, never shorter.
+  const auto length = std::chrono::milliseconds(max_ttl_granted_);
+  const auto drift = std::chrono::microseconds(drift_us(max_ttl_granted_, cfg_.clock_drift_factor));
+  h.quarantined_until = std::max(h.quarantined_until, h.lost_since + length + drift);
+  log_->warn("node {} quarantined: its votes do not count until every lock it may have lost has "
+             "expired (at least {} ms; the longest TTL is read from a majority of the others)",
              cfg_.nodes[node].to_string(), ms_until(now_(), h.quarantined_until));
+  start_fleet_read(node);
 }
 
-bool lock_engine::eligible(std::size_t node) {
-  if (!io_.usable(node))
-    return false;
-  if (max_ttl_reads_ < quorum(node_count_) && !cfg_.unsafe_disable_quarantine)
-    return false; // until then a node that restarted cannot be told apart
+void lock_engine::start_fleet_read(std::size_t node) {
   node_health& h = health_[node];
-  if (now_() < h.quarantined_until)
-    return false;
-  if (h.reseed) {
-    // Before its first vote the node learns the fleet's fencing high-water mark; commands on a
-    // connection run in order, so this lands before the vote that follows.
-    h.reseed = false;
-    h.reason = quarantine_reason::none;
-    format_max(cfg_.fence_key, fences_.high_water());
-    send_unawaited(node, request_kind::fence_bump);
-    log_->info("node {} out of quarantine", cfg_.nodes[node].to_string());
+  h.read_generation = next_generation(h.read_generation);
+  h.read_done = false;
+  h.read_sent = h.read_answers = h.read_trusted_answers = 0;
+  h.read_fence = h.read_max_ttl = 0;
+  scratch_.clear();
+  append_command(scratch_, {"MGET", cfg_.fence_key, max_ttl_key_});
+  for (std::size_t other = 0; other < node_count_; ++other) {
+    if (other == node || !io_.usable(other))
+      continue;
+    ++h.read_sent;
+    io_.send(
+        other,
+        request_tag{request_kind::fleet_read, static_cast<std::uint32_t>(node), h.read_generation},
+        scratch_);
   }
-  return true;
+  // Asked again if a majority has not answered by then (masters down, links reconnecting).
+  add_deadline(now_() +
+                   std::chrono::milliseconds(std::max<std::uint32_t>(cfg_.node_timeout_ms, 1) * 20),
+               static_cast<std::uint32_t>(node), h.read_generation, timer_kind::node);
+}
+
+void lock_engine::fleet_read_reply(std::size_t answering, const request_tag& tag,
+                                   const redisReply* reply) {
+  node_health& h = health_[tag.op];
+  if (h.read_done || h.read_generation != tag.generation)
+    return;
+  ++h.read_answers;
+  std::uint64_t fence = 0;
+  std::uint64_t max_ttl = 0;
+  if (reply != nullptr && array_size(*reply) == 2) {
+    const std::string_view fence_text = as_string(array_at(*reply, 0));
+    const std::string_view ttl_text = as_string(array_at(*reply, 1));
+    if (parse_counter(fence_text.data(), fence_text.size(), fence) &&
+        parse_counter(ttl_text.data(), ttl_text.size(), max_ttl)) {
+      h.read_fence = std::max(h.read_fence, fence);
+      h.read_max_ttl = std::max(h.read_max_ttl, max_ttl);
+      if (trusted(answering))
+        ++h.read_trusted_answers;
+    }
+  }
+  std::size_t trusted_nodes = 0;
+  for (std::size_t other = 0; other < node_count_; ++other)
+    if (other != tag.op && trusted(other))
+      ++trusted_nodes;
+  const bool majority = h.read_trusted_answers >= quorum(node_count_);
+  // When fewer than a majority kept their data there is no better answer to wait for.
+  const bool best_effort = trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent;
+  if (majority || best_effort)
+    fleet_read_done(tag.op);
+}
+
+void lock_engine::fleet_read_done(std::size_t node) {
+  node_health& h = health_[node];
+  h.read_done = true;
+  fences_.observe(h.read_fence);
+  if (h.read_max_ttl > max_ttl_granted_)
+    max_ttl_granted_ = h.read_max_ttl;
+  if (h.state == trust::quarantined) {
+    const auto drift =
+        std::chrono::microseconds(drift_us(max_ttl_granted_, cfg_.clock_drift_factor));
+    h.quarantined_until = std::max(
+        h.quarantined_until, h.lost_since + std::chrono::milliseconds(max_ttl_granted_) + drift);
+    if (now_() < h.quarantined_until) {
+      add_deadline(h.quarantined_until, static_cast<std::uint32_t>(node), h.read_generation,
+                   timer_kind::node);
+      return;
+    }
+    h.state = trust::reseeding;
+  }
+  if (h.state == trust::reseeding)
+    send_seed(node);
+}
+
+void lock_engine::send_seed(std::size_t node) {
+  // By source: a seed must not be lost to NOSCRIPT. It lands before any vote on the connection.
+  node_health& h = health_[node];
+  scratch_.clear();
+  append_command(scratch_,
+                 {"EVAL", script_source(script::seed), "2", cfg_.fence_key, max_ttl_key_,
+                  decimal(fences_.high_water()).view(), decimal(max_ttl_granted_).view()});
+  io_.send(node,
+           request_tag{request_kind::seed, static_cast<std::uint32_t>(node), h.read_generation},
+           scratch_);
+  h.seed_in_flight = true;
+}
+
+void lock_engine::seed_reply(std::size_t node, const request_tag& tag, const redisReply* reply) {
+  node_health& h = health_[node];
+  if (tag.op != node || h.read_generation != tag.generation || h.state != trust::reseeding)
+    return;
+  h.seed_in_flight = false;
+  if (reply == nullptr || is_error(*reply)) {
+    log_->warn("node {}: re-seeding failed{}{}; trying again", cfg_.nodes[node].to_string(),
+               reply ? ": " : "", reply ? as_string(*reply) : "");
+    add_deadline(
+        now_() + std::chrono::milliseconds(std::max<std::uint32_t>(cfg_.node_timeout_ms, 1) * 20),
+        static_cast<std::uint32_t>(node), h.read_generation, timer_kind::node);
+    return;
+  }
+  h.state = trust::trusted;
+  h.reason = quarantine_reason::none;
+  log_->info("node {} out of quarantine (re-seeded: fence {}, longest TTL {} ms)",
+             cfg_.nodes[node].to_string(), fences_.high_water(), max_ttl_granted_);
+}
+
+void lock_engine::node_timer(std::size_t node) {
+  node_health& h = health_[node];
+  if (!h.read_done) {
+    start_fleet_read(node); // no majority answered in time: ask again
+    return;
+  }
+  if (h.state == trust::quarantined && now_() >= h.quarantined_until) {
+    h.state = trust::reseeding;
+    send_seed(node);
+  } else if (h.state == trust::reseeding && !h.seed_in_flight) {
+    send_seed(node); // the last one was refused
+  }
+}
+
+bool lock_engine::trusted(std::size_t node) const {
+  return health_[node].state == trust::trusted;
+}
+
+bool lock_engine::eligible(std::size_t node) const {
+  return io_.usable(node) && started_ && trusted(node);
+}
+
+std::int64_t lock_engine::clock_jump_bound_us() const {
+  // A forward jump shortens every lock on that master by the jump; the drift allowance of the
+  // shortest TTL granted is what such a lock can lose, so that is the bound (clock_jump_ms caps
+  // it).
+  const std::int64_t configured = static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000;
+  if (min_ttl_granted_ == 0)
+    return configured;
+  return std::min(configured, drift_us(min_ttl_granted_, cfg_.clock_drift_factor));
 }
 
 bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uint64_t micros,
@@ -179,16 +334,15 @@ bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uin
   const std::int64_t node_delta = node_us - previous->node_us;
   const std::int64_t skew = node_delta - us(received - previous->sent);
   const std::int64_t behind = us(sent - previous->received) - node_delta;
-  const std::int64_t bound = static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000;
+  const std::int64_t bound = clock_jump_bound_us();
   if (skew > bound) {
     // Its keys now expire early by up to the jump: locks granted there may already be gone.
     ++counters_.clock_jumps;
     log_->warn("node {}: clock jumped {} ms forward", cfg_.nodes[node].to_string(), skew / 1000);
-    quarantine(node, quarantine_reason::clock,
-               std::chrono::milliseconds(std::max<std::uint64_t>(max_ttl_granted_, 1)));
+    quarantine(node, quarantine_reason::clock, received);
     return false;
   }
-  if (behind > bound)
+  if (behind > static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000)
     log_->warn("node {}: clock jumped {} ms backward (its locks last longer than granted)",
                cfg_.nodes[node].to_string(), behind / 1000);
   return true;
@@ -196,22 +350,15 @@ bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uin
 
 lock_engine::node_status lock_engine::status_of(std::size_t node) {
   const node_health& h = health_[node];
-  const auto now = now_();
-  if (now >= h.quarantined_until)
+  if (h.state != trust::quarantined && h.state != trust::reseeding)
     return {};
-  return {h.reason, static_cast<std::int64_t>(ms_until(now, h.quarantined_until))};
+  return {h.reason, static_cast<std::int64_t>(ms_until(now_(), h.quarantined_until))};
 }
 
 void lock_engine::raise_max_ttl(std::uint64_t ttl_ms) {
-  if (ttl_ms <= max_ttl_granted_)
-    return;
-  max_ttl_granted_ = ttl_ms;
-  // Recorded on the masters before the acquisitions queued after it on the same connections, so
-  // that a daemon started later knows how long a restarted master must wait.
-  format_max(max_ttl_key_, ttl_ms);
-  for (std::size_t node = 0; node < node_count_; ++node)
-    if (io_.usable(node))
-      send_unawaited(node, request_kind::fence_bump);
+  // The masters record it themselves with every grant and extension (the scripts).
+  max_ttl_granted_ = std::max(max_ttl_granted_, ttl_ms);
+  min_ttl_granted_ = min_ttl_granted_ == 0 ? ttl_ms : std::min(min_ttl_granted_, ttl_ms);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -248,13 +395,12 @@ void lock_engine::release_keep_count(const operation& op) {
     keeps_per_client_.erase(it);
 }
 
-void lock_engine::finish(std::uint32_t slot, std::string line) {
+std::shared_ptr<reply_sink> lock_engine::retire(std::uint32_t slot) {
   operation& op = slots_[slot];
   // A KEEP acquisition that did not become a KEEP lock gives its place back.
   if (op.kind == op_kind::lock && op.keep && !op.keep_started)
     release_keep_count(op);
   std::shared_ptr<reply_sink> sink = std::move(op.sink);
-  const std::uint64_t seq = op.seq;
   if (op.kind == op_kind::lock && sink)
     acquire_latency_.record(now_() - op.requested_at);
   if (op.drain && op.phase == op_phase::voting && op.tally.pending() > 0) {
@@ -264,8 +410,54 @@ void lock_engine::finish(std::uint32_t slot, std::string line) {
   } else {
     free_slot(slot);
   }
-  if (sink && !line.empty())
+  return sink;
+}
+
+void lock_engine::finish(std::uint32_t slot, std::string line) {
+  const std::uint64_t seq = slots_[slot].seq;
+  if (const auto sink = retire(slot); sink && !line.empty())
     sink->deliver(seq, std::move(line));
+}
+
+void lock_engine::finish_grant(std::uint32_t slot, grant_reply grant) {
+  const std::uint64_t seq = slots_[slot].seq;
+  if (const auto sink = retire(slot))
+    sink->deliver_grant(seq, std::move(grant), now_());
+}
+
+std::string grant_reply::render(clock_type::time_point now, clock_type::time_point until) const {
+  if (until <= now)
+    return expired;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
+  if (left < 1)
+    return expired;
+  std::string out(line, 0, validity_at);
+  out.append(std::to_string(left)).push_back('\n');
+  return out;
+}
+
+std::optional<clock_type::time_point> lock_engine::valid_until(const grant_reply& grant) const {
+  if (grant.keep_generation == 0)
+    return grant.valid_until;
+  if (grant.keep_index >= keeps_.size())
+    return std::nullopt;
+  const keep_lock& k = keeps_[grant.keep_index];
+  if (!k.active || k.generation != grant.keep_generation)
+    return std::nullopt;
+  return k.valid_until;
+}
+
+void lock_engine::grant_expired(const grant_reply& grant) {
+  // The client never saw this KEEP lock: release it without a LOST.
+  if (grant.keep_generation == 0 || grant.keep_index >= keeps_.size())
+    return;
+  keep_lock& k = keeps_[grant.keep_index];
+  if (!k.active || k.generation != grant.keep_generation)
+    return;
+  release_everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
+  const std::string key = k.key;
+  drop_keep(grant.keep_index);
+  wake_head(key, now_());
 }
 
 void lock_engine::free_slot(std::uint32_t slot) {
@@ -308,10 +500,18 @@ void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
       continue;
     }
     slots_[slot].tally.record(node, vote::failed);
-    if (kind == request_kind::release && io_.usable(node)) {
-      // A quarantined node does not vote, but it must not keep the key either.
-      format_release(slots_[slot].key, slots_[slot].owner);
-      send_unawaited(node, request_kind::release);
+    if (kind == request_kind::release) {
+      // A quarantined or unreachable node does not vote, but it must not keep the key either.
+      const std::uint32_t entry = new_cleanup(slots_[slot].key, slots_[slot].owner,
+                                              now_() + std::chrono::milliseconds(max_ttl_granted_));
+      if (io_.usable(node)) {
+        format_cleanup(entry, true);
+        send_cleanup(node, entry);
+      } else {
+        owe_cleanup(node, entry);
+      }
+      if (cleanups_[entry].refs == 0)
+        free_cleanups_.push_back(entry);
     }
   }
 }
@@ -328,7 +528,7 @@ void lock_engine::format_command(std::uint32_t slot, request_kind kind, bool by_
   switch (kind) {
   case request_kind::acquire: {
     const auto [verb, body] = head(script::acquire);
-    append_command(command_, {verb, body, "2", op.key, cfg_.fence_key, owner,
+    append_command(command_, {verb, body, "3", op.key, cfg_.fence_key, max_ttl_key_, owner,
                               decimal(op.ttl_ms).view(), decimal(op.fence.proposed()).view()});
     break;
   }
@@ -339,7 +539,8 @@ void lock_engine::format_command(std::uint32_t slot, request_kind kind, bool by_
   }
   case request_kind::extend: {
     const auto [verb, body] = head(script::extend);
-    append_command(command_, {verb, body, "1", op.key, owner, decimal(op.ttl_ms).view()});
+    append_command(command_,
+                   {verb, body, "2", op.key, max_ttl_key_, owner, decimal(op.ttl_ms).view()});
     break;
   }
   case request_kind::fence_bump: {
@@ -353,27 +554,88 @@ void lock_engine::format_command(std::uint32_t slot, request_kind kind, bool by_
   }
 }
 
-void lock_engine::send_unawaited(std::size_t node, request_kind kind) {
-  io_.send(node, request_tag{kind, 0, 0}, scratch_);
+std::uint32_t lock_engine::new_cleanup(std::string_view key, const owner_id& owner,
+                                       clock_type::time_point expires) {
+  const std::uint32_t entry = take_slot(cleanups_, free_cleanups_);
+  cleanup_entry& c = cleanups_[entry];
+  c.key.assign(key);
+  c.owner = owner;
+  c.expires = expires;
+  c.refs = 0;
+  return entry;
 }
 
-void lock_engine::format_release(std::string_view key, const owner_id& owner) {
-  scratch_.clear();
-  append_command(scratch_, {"EVALSHA", script_sha(script::release), "1", key, view(owner)});
-}
-
-void lock_engine::format_max(std::string_view key, std::uint64_t value) {
-  scratch_.clear();
-  append_command(scratch_,
-                 {"EVALSHA", script_sha(script::fence_bump), "1", key, decimal(value).view()});
-}
-
-void lock_engine::release_everywhere(std::string_view key, const owner_id& owner) {
-  // Also on nodes that refused or did not answer: their SET may have happened after all.
-  format_release(key, owner);
-  for (std::size_t node = 0; node < node_count_; ++node)
+void lock_engine::release_everywhere(std::string_view key, const owner_id& owner,
+                                     clock_type::time_point expires) {
+  const std::uint32_t entry = new_cleanup(key, owner, expires);
+  format_cleanup(entry, true); // the same bytes for every node
+  for (std::size_t node = 0; node < node_count_; ++node) {
     if (io_.usable(node))
-      send_unawaited(node, request_kind::release);
+      send_cleanup(node, entry);
+    else
+      owe_cleanup(node, entry);
+  }
+  if (cleanups_[entry].refs == 0)
+    free_cleanups_.push_back(entry);
+}
+
+void lock_engine::format_cleanup(std::uint32_t entry, bool by_sha) {
+  const cleanup_entry& c = cleanups_[entry];
+  scratch_.clear();
+  if (by_sha)
+    append_command(scratch_, {"EVALSHA", script_sha(script::release), "1", c.key, view(c.owner)});
+  else
+    append_command(scratch_, {"EVAL", script_source(script::release), "1", c.key, view(c.owner)});
+}
+
+void lock_engine::send_cleanup(std::size_t node, std::uint32_t entry) {
+  // scratch_ holds the entry's release. Its reply only matters if it is NOSCRIPT or never
+  // comes: then the release is sent again.
+  ++cleanups_[entry].refs;
+  io_.send(node, request_tag{request_kind::cleanup, entry, 1}, scratch_);
+}
+
+void lock_engine::owe_cleanup(std::size_t node, std::uint32_t entry) {
+  // Bounded: past this many, the oldest are left to expire by their TTL.
+  constexpr std::size_t max_owed = 65536;
+  auto& owed = owed_[node];
+  if (owed.size() >= max_owed) {
+    drop_cleanup_ref(owed.front());
+    owed.erase(owed.begin());
+  }
+  ++cleanups_[entry].refs;
+  owed.push_back(entry);
+}
+
+void lock_engine::drop_cleanup_ref(std::uint32_t entry) {
+  if (--cleanups_[entry].refs == 0)
+    free_cleanups_.push_back(entry);
+}
+
+void lock_engine::cleanup_reply(std::size_t node, const request_tag& tag, const redisReply* reply) {
+  if (tag.op >= cleanups_.size() || cleanups_[tag.op].refs == 0)
+    return;
+  if (reply == nullptr) {
+    owe_cleanup(node, tag.op); // the connection was lost: send it when the node is back
+  } else if (is_error(*reply) && as_string(*reply).starts_with("NOSCRIPT")) {
+    io_.reload_scripts(node);
+    format_cleanup(tag.op, false);
+    send_cleanup(node, tag.op);
+  }
+  drop_cleanup_ref(tag.op);
+}
+
+void lock_engine::on_node_ready(std::size_t node) {
+  auto owed = std::move(owed_[node]);
+  owed_[node].clear();
+  const clock_type::time_point now = now_();
+  for (const std::uint32_t entry : owed) {
+    if (now < cleanups_[entry].expires && io_.usable(node)) {
+      format_cleanup(entry, true);
+      send_cleanup(node, entry);
+    }
+    drop_cleanup_ref(entry);
+  }
 }
 
 std::int64_t lock_engine::validity_now(const operation& op) const {
@@ -390,7 +652,6 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
   operation& op = slots_[slot];
   op.key.assign(cfg_.key_prefix).append(req.resource);
   op.ttl_ms = req.ttl_ms;
-  op.keep = req.keep;
   const auto queue = queues_.find(op.key);
   if (req.keep) {
     auto& held = keeps_per_client_[op.sink.get()];
@@ -399,12 +660,14 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
                                 "this connection holds max_keep_locks_per_connection KEEP locks"));
       return;
     }
-    ++held; // counted from the request on, so a burst cannot overshoot
+    // Counted from the request on, so a burst cannot overshoot. op.keep says the count was
+    // raised: finish() gives it back once if the acquisition does not become a KEEP lock.
+    ++held;
+    op.keep = true;
   }
   if (req.wait_ms) {
     const std::size_t queued_here = queue == queues_.end() ? 0 : queue->second.size();
     if (waiter_count_ >= cfg_.max_waiters || queued_here >= cfg_.max_waiters_per_resource) {
-      release_keep_count(op);
       finish(slot, format_error(error_code::too_many, "too many waiters"));
       return;
     }
@@ -461,7 +724,7 @@ void lock_engine::client_gone(const reply_sink* client) {
     if (!k.active || k.sink.get() != client)
       continue;
     const std::string key = k.key;
-    release_everywhere(key, k.owner);
+    release_everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
     drop_keep(index);
     delay(key);
     wake_head(key, delayed_until(key).value_or(now_()));
@@ -473,8 +736,9 @@ void lock_engine::client_gone(const reply_sink* client) {
     op.sink.reset(); // an acquisition in flight is released when it completes
     if (op.kind != op_kind::lock)
       continue;
+    // The next waiter must not sleep until its own deadline because the head left.
     if (op.queued)
-      dequeue(slot);
+      dequeue(slot, now_());
     if (op.phase == op_phase::waiting)
       finish(slot, {});
   }
@@ -490,9 +754,10 @@ void lock_engine::shutdown() {
       continue;
     if (k.sink)
       k.sink->push(
-          format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)));
+          format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
+          k.seq);
     ++counters_.lost;
-    release_everywhere(k.key, k.owner);
+    release_everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
     drop_keep(index);
   }
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
@@ -510,8 +775,22 @@ void lock_engine::shutdown() {
 // Replies and deadlines
 
 void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redisReply& reply) {
+  switch (tag.kind) {
+  case request_kind::cleanup:
+    cleanup_reply(node, tag, &reply);
+    return;
+  case request_kind::fleet_read:
+    if (tag.op < node_count_)
+      fleet_read_reply(node, tag, is_error(reply) ? nullptr : &reply);
+    return;
+  case request_kind::seed:
+    seed_reply(node, tag, &reply);
+    return;
+  default:
+    break;
+  }
   if (tag.generation == 0 || tag.op >= slots_.size())
-    return; // fire-and-forget release
+    return;
   operation& op = slots_[tag.op];
   if (op.generation != tag.generation ||
       (op.phase != op_phase::voting && op.phase != op_phase::fencing &&
@@ -539,6 +818,12 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
   }
 
   vote v = vote::failed;
+  if (!trusted(node)) {
+    // Quarantined after the request was sent: its vote no longer counts.
+    op.tally.record(node, v);
+    after_vote(tag.op);
+    return;
+  }
   switch (tag.kind) {
   case request_kind::acquire:
     if (array_size(reply) == 4 && !clock_ok(node, array_at(reply, 2), array_at(reply, 3), op.t0)) {
@@ -591,19 +876,7 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const redis
                                                      : std::optional<std::int64_t>{}) {
       v = *n != 1 ? vote::no : validity_now(op) > 0 ? vote::yes : vote::failed;
       if (*n == -1)
-        op.missing |= node_bit(node);
-      if (v == vote::no && op.kind == op_kind::renew) {
-        // The node lost a key of a lock that is still valid, without restarting (eviction,
-        // FLUSHALL, a clock jump): what it says about expiry can no longer be trusted.
-        const keep_lock& k = keeps_[op.keep_index];
-        if (k.active && k.generation == op.keep_generation && now_() < k.valid_until) {
-          ++counters_.key_losses;
-          log_->warn("node {} lost the key of a valid KEEP lock on '{}'",
-                     cfg_.nodes[node].to_string(), op.key);
-          quarantine(node, quarantine_reason::keyloss,
-                     std::chrono::milliseconds(std::max(max_ttl_granted_, op.ttl_ms)));
-        }
-      }
+        op.missing |= node_bit(node); // judged against the nodes that granted the lock
     }
     break;
   default:
@@ -644,20 +917,31 @@ void lock_engine::after_vote(std::uint32_t slot) {
 
 void lock_engine::end_draining(std::uint32_t slot) {
   operation& op = slots_[slot];
-  // Grants that came after the reply belong to the lease too.
-  if (op.kind == op_kind::lock)
+  // Grants that came after the reply belong to the lease (or KEEP lock) too.
+  if (op.kind == op_kind::lock) {
     if (const auto held = leases_.find(op.key);
         held != leases_.end() && held->second.owner == op.owner)
       held->second.granted = op.granted;
+    if (const auto keep = keep_by_key_.find(op.key);
+        keep != keep_by_key_.end() && keeps_[keep->second].owner == op.owner)
+      keeps_[keep->second].granted = op.granted;
+  }
   free_slot(slot);
 }
 
 void lock_engine::expect_lease(operation& op) {
-  const auto held = leases_.find(op.key);
-  if (held == leases_.end() || held->second.owner != op.owner)
+  // Only the nodes that granted the lock (or its last renewal) can have lost its key.
+  if (const auto held = leases_.find(op.key);
+      held != leases_.end() && held->second.owner == op.owner) {
+    op.expect_held = held->second.granted;
+    op.expect_until = held->second.valid_until;
+  } else if (const auto keep = keep_by_key_.find(op.key);
+             keep != keep_by_key_.end() && keeps_[keep->second].owner == op.owner) {
+    op.expect_held = keeps_[keep->second].granted;
+    op.expect_until = keeps_[keep->second].valid_until;
+  } else {
     return;
-  op.expect_held = held->second.granted;
-  op.expect_until = held->second.valid_until;
+  }
   op.drain = op.expect_held != 0;
 }
 
@@ -675,8 +959,7 @@ void lock_engine::judge_key_loss(operation& op) {
     ++counters_.key_losses;
     log_->warn("node {} lost the key of a valid lock on '{}'", cfg_.nodes[node].to_string(),
                op.key);
-    quarantine(node, quarantine_reason::keyloss,
-               std::chrono::milliseconds(std::max(max_ttl_granted_, op.ttl_ms)));
+    quarantine(node, quarantine_reason::keyloss, now_());
   }
 }
 
@@ -693,6 +976,21 @@ bool lock_engine::clock_ok(std::size_t node, const redisReply& seconds, const re
 }
 
 void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
+  switch (tag.kind) {
+  case request_kind::cleanup:
+    cleanup_reply(node, tag, nullptr);
+    return;
+  case request_kind::fleet_read:
+    if (tag.op < node_count_)
+      fleet_read_reply(node, tag, nullptr);
+    return;
+  case request_kind::seed:
+    if (tag.op < node_count_)
+      health_[tag.op].seed_in_flight = false; // sent again when the node reconnects (judge)
+    return;
+  default:
+    break;
+  }
   if (tag.generation == 0 || tag.op >= slots_.size())
     return;
   operation& op = slots_[tag.op];
@@ -719,6 +1017,8 @@ bool lock_engine::expired(const deadline_entry& entry) const {
   }
   case timer_kind::renew:
     return !keeps_[entry.slot].active || keeps_[entry.slot].generation != entry.stamp;
+  case timer_kind::node:
+    return health_[entry.slot].read_generation != entry.stamp;
   }
   return true;
 }
@@ -742,20 +1042,19 @@ void lock_engine::fire(const deadline_entry& entry) {
     // An attempt in flight decides by itself when it completes.
     if (op.phase != op_phase::waiting)
       return;
-    const std::string key = op.key;
-    const bool was_head = queues_.count(key) && queues_[key].front().first == entry.slot;
-    dequeue(entry.slot);
+    dequeue(entry.slot, now_());
     if (op.last_failure.starts_with("BUSY"))
       ++counters_.busy;
     else
       ++counters_.noquorum;
     finish(entry.slot, std::move(op.last_failure));
-    if (was_head)
-      wake_head(key, now_());
     return;
   }
   case timer_kind::renew:
     renew(entry.slot);
+    return;
+  case timer_kind::node:
+    node_timer(entry.slot);
     return;
   }
 }
@@ -831,7 +1130,12 @@ void lock_engine::decide(std::uint32_t slot) {
         held->second.valid_until = now + std::chrono::milliseconds(validity);
         held->second.granted = yes_mask(op.tally, node_count_);
       }
-      finish(slot, format_extend_ok(validity));
+      grant_reply grant;
+      grant.line = format_extend_ok(validity);
+      grant.validity_at = 3; // "OK <validity>"
+      grant.valid_until = now_() + std::chrono::milliseconds(validity);
+      grant.expired = format_notheld();
+      finish_grant(slot, std::move(grant));
     } else if (op.tally.refused_by_majority()) {
       ++counters_.notheld;
       finish(slot, format_notheld());
@@ -904,26 +1208,33 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   if (!op.sink) {
     // The client left while its acquisition was in flight: nobody will use or release it.
     const std::string key = op.key;
-    release_everywhere(key, op.owner);
+    release_everywhere(key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms));
     finish(slot, {});
     wake_head(key, now_());
     return;
   }
   ++counters_.acquired;
-  if (op.keep)
-    start_keep(slot, validity);
-  else {
+  const clock_type::time_point now = now_();
+  grant_reply grant;
+  grant.line = format_lock_ok(view(op.owner), op.fence.proposed(), validity);
+  grant.validity_at = grant.line.rfind(' ') + 1;
+  grant.valid_until = now + std::chrono::milliseconds(validity);
+  grant.expired = format_noquorum(0, quorum(node_count_));
+  if (op.keep) {
+    grant.keep_index = start_keep(slot, validity);
+    grant.keep_generation = keeps_[grant.keep_index].generation;
+  } else {
     leases_[op.key] = {op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
                        now_() + std::chrono::milliseconds(validity), op.granted};
-    op.drain = true; // grants that come after the reply belong to the lease too
     sweep_delays();
   }
-  finish(slot, format_lock_ok(view(op.owner), op.fence.proposed(), validity));
+  op.drain = true; // grants that come after the reply belong to the lock too
+  finish_grant(slot, std::move(grant));
 }
 
 void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   operation& op = slots_[slot];
-  release_everywhere(op.key, op.owner);
+  release_everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms));
   const bool busy = line.starts_with("BUSY");
   const clock_type::time_point now = now_();
   if (op.queued && op.sink && now < op.wait_until) {
@@ -980,7 +1291,7 @@ void lock_engine::try_acquire(std::uint32_t slot) {
   begin_round(slot, op_phase::voting, request_kind::acquire);
 }
 
-void lock_engine::dequeue(std::uint32_t slot) {
+void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next) {
   operation& op = slots_[slot];
   if (!op.queued)
     return;
@@ -991,10 +1302,17 @@ void lock_engine::dequeue(std::uint32_t slot) {
     return;
   auto& waiting = queue->second;
   const auto it = std::find(waiting.begin(), waiting.end(), std::pair{slot, op.serial});
-  if (it != waiting.end())
-    waiting.erase(it);
-  if (waiting.empty())
+  if (it == waiting.end())
+    return;
+  const bool was_head = it == waiting.begin();
+  waiting.erase(it);
+  if (waiting.empty()) {
     queues_.erase(queue);
+    return;
+  }
+  // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
+  if (was_head && wake_next)
+    wake_head(op.key, *wake_next);
 }
 
 void lock_engine::wake_head(const std::string& key, clock_type::time_point when) {
@@ -1014,7 +1332,7 @@ std::chrono::milliseconds lock_engine::jitter(std::uint64_t up_to_ms) {
 // ---------------------------------------------------------------------------------------------
 // KEEP: renewed about every TTL/3 while the connection lives
 
-void lock_engine::start_keep(std::uint32_t slot, std::int64_t validity) {
+std::uint32_t lock_engine::start_keep(std::uint32_t slot, std::int64_t validity) {
   const operation& op = slots_[slot];
   const std::uint32_t index = take_slot(keeps_, free_keeps_);
   keep_lock& k = keeps_[index];
@@ -1024,11 +1342,14 @@ void lock_engine::start_keep(std::uint32_t slot, std::int64_t validity) {
   k.owner = op.owner;
   k.ttl_ms = op.ttl_ms;
   k.valid_until = now_() + std::chrono::milliseconds(validity);
+  k.granted = op.granted;
   k.sink = op.sink;
+  k.seq = op.seq;
   slots_[slot].keep_started = true; // the count now belongs to the KEEP lock
   keep_by_key_[k.key] = index;
   add_deadline(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), index, k.generation,
                timer_kind::renew);
+  return index;
 }
 
 void lock_engine::renew(std::uint32_t index) {
@@ -1043,6 +1364,7 @@ void lock_engine::renew(std::uint32_t index) {
   op.ttl_ms = k.ttl_ms;
   op.keep_index = index;
   op.keep_generation = k.generation;
+  expect_lease(op);
   begin_round(slot, op_phase::voting, request_kind::extend);
 }
 
@@ -1061,6 +1383,7 @@ void lock_engine::decide_renewal(std::uint32_t slot) {
   if (validity > 0) {
     ++counters_.renewed;
     k.valid_until = now + std::chrono::milliseconds(validity);
+    k.granted = yes_mask(op.tally, node_count_); // where the key now lives to the new TTL
     add_deadline(op.t0 + std::chrono::milliseconds(k.ttl_ms / 3), index, k.generation,
                  timer_kind::renew);
   } else if (op.tally.refused_by_majority()) {
@@ -1085,8 +1408,9 @@ void lock_engine::lose(std::uint32_t index) {
   const std::string key = k.key;
   log_->warn("KEEP lock on '{}' lost: no quorum renewed it in time", key);
   if (k.sink)
-    k.sink->push(format_lost(std::string_view(key).substr(cfg_.key_prefix.size()), view(k.owner)));
-  release_everywhere(key, k.owner);
+    k.sink->push(format_lost(std::string_view(key).substr(cfg_.key_prefix.size()), view(k.owner)),
+                 k.seq);
+  release_everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
   drop_keep(index);
   delay(key);
   wake_head(key, delayed_until(key).value_or(now_()));

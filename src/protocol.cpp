@@ -206,6 +206,13 @@ parse_result parse_request(std::string_view line, const request_limits& limits) 
       return bad_ttl(limits);
     return request{extend_request{t.items[1], t.items[2], *ttl}};
   }
+  if (iequals(verb, "STATUS")) {
+    if (args != 1)
+      return wrong_arity("STATUS");
+    if (!is_valid_resource(t.items[1]))
+      return bad_resource();
+    return request{status_request{t.items[1]}};
+  }
   if (iequals(verb, "INFO")) {
     if (args != 0)
       return wrong_arity("INFO");
@@ -324,6 +331,14 @@ std::string format_lost(std::string_view resource, std::string_view owner) {
   std::string out = "LOST ";
   out.append(resource).append(" ").append(owner).push_back('\n');
   return out;
+}
+
+std::string format_status_free() {
+  return "OK FREE\n";
+}
+
+std::string format_status_held(std::uint64_t pttl_ms) {
+  return "OK HELD " + std::to_string(pttl_ms) + "\n";
 }
 
 } // namespace redlockd

@@ -2,6 +2,7 @@
 
 #include "redlockd/fencing.hpp"
 #include "redlockd/scripts.hpp"
+#include "redlockd/status_query.hpp"
 #include "redlockd/tls.hpp"
 
 #include <boost/asio/connect.hpp>
@@ -242,8 +243,12 @@ awaitable<void> redis_link::run() {
     tls_stream_.reset(); // a write still in flight keeps its TLS state alive until it completes
     pending_.clear();
     pipeline_.fail_all([this](const request_tag& tag) {
-      if (engine_ != nullptr)
+      if (tag.kind == request_kind::status) {
+        if (status_ != nullptr)
+          status_->on_failure(index_, tag);
+      } else if (engine_ != nullptr) {
         engine_->on_failure(index_, tag);
+      }
     });
     if (was_up)
       failures_ = 0; // a fresh outage: start again from the shortest backoff
@@ -321,16 +326,19 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
     }
     break;
   case request_kind::read_fence: {
+    // Facts for the engine, handed over with the master's identity (INFO server, next).
     std::uint64_t value = 0;
     const std::string_view text = as_string(reply);
     if (!is_error(reply) && parse_counter(text.data(), text.size(), value)) {
-      if (engine_ != nullptr && tag.op == 0)
-        engine_->on_fence_read(value);
-      else if (engine_ != nullptr)
-        engine_->on_max_ttl_read(index_, value);
+      if (tag.op == 0)
+        facts_.fence = is_nil(reply) ? std::nullopt : std::optional<std::uint64_t>(value);
+      else
+        facts_.max_ttl_ms = value;
     } else {
-      log_->error("node {}: cannot read fence key '{}': {}", address_.to_string(), cfg_.fence_key,
-                  text);
+      log_->error("node {}: cannot read fence key '{}': {}; reconnecting", address_.to_string(),
+                  cfg_.fence_key, text);
+      drop_connection("unreadable fence key");
+      return;
     }
     break;
   }
@@ -351,12 +359,14 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
   }
   case request_kind::server_info:
     if (tag.op == 0) {
-      const std::string_view run_id = info_field(as_string(reply), "run_id");
+      facts_.run_id = info_field(as_string(reply), "run_id");
       std::uint64_t uptime_s = 0;
       const std::string_view uptime = info_field(as_string(reply), "uptime_in_seconds");
       parse_counter(uptime.data(), uptime.size(), uptime_s);
+      facts_.uptime_ms = uptime_s * 1000;
       if (engine_ != nullptr)
-        engine_->on_node_identity(index_, run_id, uptime_s * 1000);
+        engine_->on_node_connected(index_, facts_);
+      facts_ = {};
     } else {
       const std::string_view policy = info_field(as_string(reply), "maxmemory_policy");
       // What survives a restart decides how often quarantine will be needed.
@@ -373,6 +383,10 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
                                              : "; set it to noeviction");
     }
     break;
+  case request_kind::status:
+    if (status_ != nullptr)
+      status_->on_reply(index_, tag, reply);
+    return;
   default:
     if (engine_ != nullptr)
       engine_->on_reply(index_, tag, reply);
@@ -388,6 +402,8 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
     else
       log_->info("node {} up", address_.to_string());
     failures_ = 0;
+    if (engine_ != nullptr)
+      engine_->on_node_ready(index_);
   }
 }
 

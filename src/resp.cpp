@@ -9,7 +9,7 @@
 namespace redlockd {
 
 void append_command(std::string& out, std::initializer_list<std::string_view> args) {
-  constexpr std::size_t max_args = 8;
+  constexpr std::size_t max_args = 10; // the longest: EVALSHA of the acquire script
   const char* argv[max_args];
   std::size_t argvlen[max_args];
   std::size_t argc = 0;

@@ -10,17 +10,28 @@ namespace {
 // and would round counters above 2^53.
 #define REDLOCKD_LUA_LESS "local function less(a, b) return #a < #b or (#a == #b and a < b) end\n"
 
-// KEYS: lock key, fence key. ARGV: owner, ttl ms, proposed token.
+// Raises the max-register KEYS[k] to ARGV[a]; a missing register is created.
+#define REDLOCKD_LUA_RAISE                                                                         \
+  "local function raise(k, a)\n"                                                                   \
+  "  local c = redis.call('get', KEYS[k])\n"                                                       \
+  "  if not c or less(c, ARGV[a]) then redis.call('set', KEYS[k], ARGV[a]) end\n"                  \
+  "  return c or '0'\n"                                                                            \
+  "end\n"
+
+// KEYS: lock key, fence key, max-TTL key. ARGV: owner, ttl ms, proposed token.
 // Granted: {1, previous counter, TIME}. Refused: {0, remaining TTL of the holder in ms, TIME}.
-// TIME (seconds, microseconds) lets the daemon see a master's clock jump at every vote.
+// TIME (seconds, microseconds) lets the daemon see a master's clock jump at every vote. A grant
+// also raises the master's record of the longest TTL, in the same step: every master that holds
+// a lock knows how long a restarted master must sit out for it.
 constexpr std::string_view acquire_source =
-    REDLOCKD_LUA_LESS "local t = redis.call('time')\n"
-                      "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-                      "  local c = redis.call('get', KEYS[2]) or '0'\n"
-                      "  if less(c, ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end\n"
-                      "  return {1, c, t[1], t[2]}\n"
-                      "end\n"
-                      "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
+    REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "local t = redis.call('time')\n"
+                                         "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', "
+                                         "ARGV[2]) then\n"
+                                         "  local c = raise(2, 3)\n"
+                                         "  raise(3, 2)\n"
+                                         "  return {1, c, t[1], t[2]}\n"
+                                         "end\n"
+                                         "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
 // KEYS: lock key. ARGV: owner. 1 if deleted, 0 if the key holds another owner, -1 if it is gone
 // (the daemon tells a lost key from a lock taken over by someone else).
@@ -30,21 +41,28 @@ constexpr std::string_view release_source =
     "if v then return 0 end\n"
     "return -1\n";
 
-// KEYS: lock key. ARGV: owner, ttl ms. {1 if the TTL was set, 0 if another owner holds the key,
-// -1 if it is gone, TIME}.
-constexpr std::string_view extend_source =
+// KEYS: lock key, max-TTL key. ARGV: owner, ttl ms. {1 if the TTL was set, 0 if another owner
+// holds the key, -1 if it is gone, TIME}. An extension raises the longest-TTL record as a grant
+// does.
+constexpr std::string_view extend_source = REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE
     "local t = redis.call('time')\n"
     "local v = redis.call('get', KEYS[1])\n"
     "local n = -1\n"
     "if v == ARGV[1] then n = redis.call('pexpire', KEYS[1], ARGV[2]) elseif v then n = 0 end\n"
+    "if n == 1 then raise(2, 2) end\n"
     "return {n, t[1], t[2]}\n";
 
 // KEYS: fence key. ARGV: proposed token. Stores max(counter, token), returns the previous counter.
 constexpr std::string_view fence_bump_source =
-    REDLOCKD_LUA_LESS "local c = redis.call('get', KEYS[1]) or '0'\n"
-                      "if less(c, ARGV[1]) then redis.call('set', KEYS[1], ARGV[1]) end\n"
-                      "return c\n";
+    REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "return raise(1, 1)\n";
 
+// KEYS: fence key, max-TTL key. ARGV: the fleet's fence, the fleet's longest TTL. Re-seeds a
+// master that lost its data with what a majority of the others hold, before it votes again.
+constexpr std::string_view seed_source = REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "raise(1, 1)\n"
+                                                                              "raise(2, 2)\n"
+                                                                              "return 1\n";
+
+#undef REDLOCKD_LUA_RAISE
 #undef REDLOCKD_LUA_LESS
 
 // SHA-1 (FIPS 180-1), only to name the scripts the way Redis does.
@@ -105,7 +123,7 @@ std::string sha1_hex(std::string_view text) {
 }
 
 constexpr std::string_view sources[script_count] = {acquire_source, release_source, extend_source,
-                                                    fence_bump_source};
+                                                    fence_bump_source, seed_source};
 
 } // namespace
 
@@ -115,7 +133,8 @@ std::string_view script_source(script s) {
 
 std::string_view script_sha(script s) {
   static const std::string shas[script_count] = {sha1_hex(sources[0]), sha1_hex(sources[1]),
-                                                 sha1_hex(sources[2]), sha1_hex(sources[3])};
+                                                 sha1_hex(sources[2]), sha1_hex(sources[3]),
+                                                 sha1_hex(sources[4])};
   return shas[static_cast<std::size_t>(s)];
 }
 

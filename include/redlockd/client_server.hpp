@@ -7,13 +7,13 @@
 #include "redlockd/metrics.hpp"
 #include "redlockd/net.hpp"
 #include "redlockd/protocol.hpp"
+#include "redlockd/status_query.hpp"
 
 #include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 
 namespace spdlog {
@@ -43,6 +43,8 @@ struct session_context {
   // Refused AUTH attempts, for INFO and /metrics; their log lines are rate-limited.
   std::uint64_t auth_failures = 0;
   log_budget auth_failure_log{10};
+  // Answers STATUS (set by the daemon; without it STATUS is ERR INTERNAL).
+  status_reader* status = nullptr;
 };
 
 class client_server {
@@ -91,7 +93,8 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   // Reads no more requests; closes once every pending reply is written.
   void finish_and_close();
   void deliver(std::uint64_t seq, std::string line) override;
-  void push(std::string line) override;
+  void deliver_grant(std::uint64_t seq, grant_reply grant, clock_type::time_point now) override;
+  void push(std::string line, std::uint64_t after_seq) override;
 
  private:
   awaitable<void> read_requests();
@@ -115,11 +118,18 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   line_splitter lines_;
   std::vector<char> read_buffer_;
 
-  // Replies not yet written, by sequence number from first_seq_; empty while pending.
-  std::deque<std::optional<std::string>> replies_;
-  // LOCK, UNLOCK and EXTEND not answered yet, by sequence number: their replies are counted by
-  // outcome when they are delivered.
-  std::unordered_map<std::uint64_t, result_op> counted_ops_;
+  // Replies not yet written, by sequence number from first_seq_.
+  struct pending_reply {
+    std::optional<std::string> line;
+    std::optional<grant_reply> grant; // an OK whose validity is counted when it is written
+    std::string pushes;               // LOST lines that must follow this reply
+    // LOCK, UNLOCK and EXTEND: the reply is counted by outcome (/metrics) when it is written.
+    std::optional<result_op> counted;
+    bool ready() const { return line || grant; }
+  };
+  pending_reply* reply_slot(std::uint64_t seq); // null if already written or closed
+  void write_ready_replies();
+  std::deque<pending_reply> replies_;
   std::uint64_t first_seq_ = 0;
   std::uint64_t next_seq_ = 0;
 

@@ -85,7 +85,7 @@ struct config {
   // For tests of the test suite only: never quarantine restarted masters (unsafe).
   bool unsafe_disable_quarantine = false;
   // Keep masters whose maxmemory-policy can evict lock keys out of every quorum.
-  bool refuse_unsafe_nodes = false;
+  bool refuse_unsafe_nodes = true; // masters that can evict lock keys do not vote
   // TLS for clients and for the masters; absent (the default) means plaintext TCP.
   std::optional<listener_tls> tls;
   std::optional<master_tls> redis_tls;

@@ -50,13 +50,35 @@ class node_io {
   virtual void arm_timer(clock_type::time_point when) = 0;
 };
 
+// An OK of LOCK or EXTEND. Its last field is the validity left when the line is written, which
+// can be later than the decision when earlier replies on the connection are still pending (a
+// WAIT ahead of it).
+struct grant_reply {
+  std::string line;            // formatted with the validity at the decision
+  std::size_t validity_at = 0; // offset of the validity field in `line`
+  clock_type::time_point valid_until{};
+  std::string expired; // written instead when no validity is left by then
+  // A KEEP lock (generation != 0): its validity follows its renewals.
+  std::uint32_t keep_index = 0;
+  std::uint32_t keep_generation = 0;
+
+  // The line with the validity left at `now` (until: valid_until, or the KEEP lock's), or
+  // `expired` if less than 1 ms is left.
+  std::string render(clock_type::time_point now, clock_type::time_point until) const;
+};
+
 // Where a client's replies go (a session). `seq` orders replies per client.
 class reply_sink {
  public:
   virtual ~reply_sink() = default;
   virtual void deliver(std::uint64_t seq, std::string line) = 0;
-  // A line outside the reply order (LOST), written as soon as possible.
-  virtual void push(std::string line) = 0;
+  // An OK with a validity: rendered when it is written (by default at once).
+  virtual void deliver_grant(std::uint64_t seq, grant_reply grant, clock_type::time_point now) {
+    deliver(seq, grant.render(now, grant.valid_until));
+  }
+  // A line outside the reply order (LOST) about the lock that reply `after_seq` granted:
+  // written as soon as possible, but never before that reply.
+  virtual void push(std::string line, std::uint64_t after_seq) = 0;
 };
 
 struct engine_counters {
@@ -99,13 +121,21 @@ class lock_engine {
   void on_reply(std::size_t node, const request_tag& tag, const redisReply& reply);
   // A request the engine sent will never be answered (its connection was lost).
   void on_failure(std::size_t node, const request_tag& tag);
-  // A node's fencing counter, read when it connected.
-  void on_fence_read(std::uint64_t value) { fences_.observe(value); }
-  // A node's record of the longest TTL ever granted on the fleet, read when it connected.
-  void on_max_ttl_read(std::size_t node, std::uint64_t value);
-  // A node's identity, read when it connected: a new run_id, or an uptime shorter than the
-  // longest TTL granted, means it restarted and may have lost locks: it is quarantined.
-  void on_node_identity(std::size_t node, std::string_view run_id, std::uint64_t uptime_ms);
+  // What a link read from a master when it connected, before the master takes requests.
+  struct node_facts {
+    std::optional<std::uint64_t> fence; // its fencing counter; nullopt: the key is missing
+    std::uint64_t max_ttl_ms = 0;       // its record of the longest TTL granted on the fleet
+    std::string_view run_id;
+    std::uint64_t uptime_ms = 0;
+  };
+  // A master connected. A new run_id, an uptime shorter than the fleet's longest TTL, or a
+  // missing fence counter (while the fleet has one) means it may have lost locks: it is
+  // quarantined for the longest TTL a majority of the other masters recorded, then re-seeded
+  // with their largest fence before it votes again. No master votes until a majority of
+  // masters that did not lose data has been read.
+  void on_node_connected(std::size_t node, const node_facts& facts);
+  // The link finished its handshake: releases it missed while it was down are sent now.
+  void on_node_ready(std::size_t node);
 
   // A TIME sample from a node (from a script or the health probe), whose request was sent at
   // `sent_at` (default: now) and is handled now. A forward jump beyond clock_jump_ms against the
@@ -122,7 +152,11 @@ class lock_engine {
     std::int64_t remaining_ms = 0;
   };
   node_status status_of(std::size_t node);
+  // The longest TTL known on the fleet: granted here or read from the masters.
   std::uint64_t max_ttl_granted() const { return max_ttl_granted_; }
+  // Whether a node's answer counts now (connected, not quarantined): for STATUS, which reads
+  // the masters outside the engine (status_query.hpp).
+  bool votes(std::size_t node) { return eligible(node); }
   // The timer armed through node_io::arm_timer expired.
   void on_timer();
   std::optional<clock_type::time_point> next_deadline();
@@ -134,6 +168,11 @@ class lock_engine {
   std::size_t waiters() const { return waiter_count_; }
   std::size_t keep_locks() const { return keeps_.size() - free_keeps_.size(); }
   const latency_histogram& acquire_latency() const { return acquire_latency_; }
+
+  // For a session writing a grant later than it was decided: the KEEP lock's validity now, or
+  // nullopt if it is gone; grant_expired() drops a KEEP lock whose OK could not be written.
+  std::optional<clock_type::time_point> valid_until(const grant_reply& grant) const;
+  void grant_expired(const grant_reply& grant);
 
  private:
   enum class op_kind : std::uint8_t { lock, unlock, extend, renew };
@@ -184,10 +223,12 @@ class lock_engine {
     owner_id owner{};
     std::uint64_t ttl_ms = 0;
     clock_type::time_point valid_until{};
+    std::uint32_t granted = 0; // nodes that granted the acquisition or the last renewal
     std::shared_ptr<reply_sink> sink;
+    std::uint64_t seq = 0; // of the OK that granted it: LOST never goes out before it
   };
 
-  enum class timer_kind : std::uint8_t { round, wait_retry, wait_expiry, renew };
+  enum class timer_kind : std::uint8_t { round, wait_retry, wait_expiry, renew, node };
 
   // Deadlines of every kind share one heap and one timer. `stamp` is the generation or serial
   // the entry was made for; an entry that no longer matches is dropped when it comes up.
@@ -201,6 +242,9 @@ class lock_engine {
 
   std::uint32_t allocate(op_kind kind, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void finish(std::uint32_t slot, std::string line);
+  void finish_grant(std::uint32_t slot, grant_reply grant);
+  // The common end of an operation: returns its sink (null if its client left).
+  std::shared_ptr<reply_sink> retire(std::uint32_t slot);
   void free_slot(std::uint32_t slot);
   // After a node's vote: key-loss check, then the decision (or the end of draining).
   void after_vote(std::uint32_t slot);
@@ -214,11 +258,18 @@ class lock_engine {
   void send_round(std::uint32_t slot, request_kind kind);
   // Formats the request of a round into command_.
   void format_command(std::uint32_t slot, request_kind kind, bool by_sha);
-  void release_everywhere(std::string_view key, const owner_id& owner);
-  // Commands nobody waits for: formatted into scratch_, then sent to one node at a time.
-  void format_release(std::string_view key, const owner_id& owner);
-  void format_max(std::string_view key, std::uint64_t value); // a max-register update
-  void send_unawaited(std::size_t node, request_kind kind);
+  // Releases nobody waits for, on every node: also those that refused or did not answer (their
+  // SET may have happened after all). A node that is down, or whose reply is lost or NOSCRIPT,
+  // gets it again when it is back, until `expires`.
+  void release_everywhere(std::string_view key, const owner_id& owner,
+                          clock_type::time_point expires);
+  std::uint32_t new_cleanup(std::string_view key, const owner_id& owner,
+                            clock_type::time_point expires);
+  void format_cleanup(std::uint32_t entry, bool by_sha); // into scratch_
+  void send_cleanup(std::size_t node, std::uint32_t entry);
+  void cleanup_reply(std::size_t node, const request_tag& tag, const redisReply* reply);
+  void owe_cleanup(std::size_t node, std::uint32_t entry);
+  void drop_cleanup_ref(std::uint32_t entry);
   void decide(std::uint32_t slot);
   void decide_lock(std::uint32_t slot);
   void decide_fencing(std::uint32_t slot);
@@ -232,21 +283,34 @@ class lock_engine {
 
   // WAIT
   void try_acquire(std::uint32_t slot);
-  void dequeue(std::uint32_t slot);
+  // Leaves the queue; when `slot` was its head, the new head tries at `wake_next`.
+  void dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next = std::nullopt);
   void wake_head(const std::string& key, clock_type::time_point when);
   std::chrono::milliseconds jitter(std::uint64_t up_to_ms);
   // KEEP
-  void start_keep(std::uint32_t slot, std::int64_t validity);
+  std::uint32_t start_keep(std::uint32_t slot, std::int64_t validity); // returns its index
   void renew(std::uint32_t index);
   void lose(std::uint32_t index);
   void drop_keep(std::uint32_t index);
   // quarantine
-  bool eligible(std::size_t node);
+  bool eligible(std::size_t node) const;
+  bool trusted(std::size_t node) const;
   bool clock_ok(std::size_t node, const redisReply& seconds, const redisReply& micros,
                 clock_type::time_point sent_at);
+  std::int64_t clock_jump_bound_us() const;
   void expect_lease(operation& op);
   void judge_key_loss(operation& op);
-  void quarantine(std::size_t node, quarantine_reason reason, std::chrono::milliseconds length);
+  void try_start();
+  void judge(std::size_t node, const node_facts& facts);
+  // The node may have lost locks since `since`: it stops voting, and its quarantine is sized
+  // from the longest TTL a majority of the other masters recorded.
+  void quarantine(std::size_t node, quarantine_reason reason, clock_type::time_point since);
+  void start_fleet_read(std::size_t node);
+  void fleet_read_reply(std::size_t answering, const request_tag& tag, const redisReply* reply);
+  void fleet_read_done(std::size_t node);
+  void send_seed(std::size_t node);
+  void seed_reply(std::size_t node, const request_tag& tag, const redisReply* reply);
+  void node_timer(std::size_t node);
   void raise_max_ttl(std::uint64_t ttl_ms);
   // lock-delay
   void delay(const std::string& key);
@@ -291,15 +355,27 @@ class lock_engine {
   std::size_t delay_sweep_at_ = 1024; // sweep expired entries when the tables grow past this
   std::minstd_rand random_;
 
-  // Restart quarantine. A node votes only once the longest TTL granted is known from a quorum
-  // and the node is not quarantined; its fence counter is re-seeded before its first vote after.
+  // Quarantine. A node votes only once the fleet has been read from a majority of masters that
+  // kept their data (started_) and while it is trusted. A node that may have lost locks is
+  // quarantined (its length from a fleet read), then re-seeded (an awaited write), then trusted.
+  enum class trust : std::uint8_t { unknown, trusted, quarantined, reseeding };
   struct node_health {
     std::string run_id;
-    clock_type::time_point quarantined_until{};
+    trust state = trust::unknown;
+    std::optional<node_facts> pending;          // read before the fleet was known; judged at start
+    std::string pending_run_id;                 // pending->run_id points here
+    clock_type::time_point lost_since{};        // when it may have lost its data
+    clock_type::time_point quarantined_until{}; // a lower bound until the fleet read is done
     quarantine_reason reason = quarantine_reason::none;
-    bool reseed = false;
-    bool max_ttl_read = false;
-    std::optional<std::pair<std::uint64_t, clock_type::time_point>> uptime; // judged later
+    // The fleet read for this node: answers from the other masters.
+    std::uint32_t read_generation = 0;
+    bool read_done = false;
+    std::size_t read_sent = 0;
+    std::size_t read_answers = 0;         // answers and failures
+    std::size_t read_trusted_answers = 0; // answers from trusted masters
+    std::uint64_t read_fence = 0;
+    std::uint64_t read_max_ttl = 0;
+    bool seed_in_flight = false;
     struct time_sample {
       std::int64_t node_us;            // the node's TIME
       clock_type::time_point sent;     // when its request was sent
@@ -308,9 +384,21 @@ class lock_engine {
     std::optional<time_sample> clock; // the last TIME sample
   };
   std::array<node_health, max_nodes> health_{};
+  bool started_ = false; // the fleet's registers are known from a majority
   std::uint64_t max_ttl_granted_ = 0;
-  std::size_t max_ttl_reads_ = 0;
+  std::uint64_t min_ttl_granted_ = 0; // 0: none yet
   std::string max_ttl_key_;
+
+  // Releases nobody waits for, kept while a reply or a node that was down still owes them.
+  struct cleanup_entry {
+    std::string key;
+    owner_id owner{};
+    clock_type::time_point expires{};
+    std::uint32_t refs = 0;
+  };
+  std::vector<cleanup_entry> cleanups_;
+  std::vector<std::uint32_t> free_cleanups_;
+  std::array<std::vector<std::uint32_t>, max_nodes> owed_{}; // per node, entries to send again
 };
 
 } // namespace redlockd

@@ -18,6 +18,11 @@ enum class request_kind : std::uint8_t {
   release,
   extend,
   fence_bump,
+  fleet_read, // MGET of the fence and longest-TTL registers; op: the node being judged
+  seed,       // raises a re-admitted node's registers; op: that node
+  cleanup,    // a release nobody waits for; op: its entry in the engine's cleanup table
+  // Sent by the status reader (STATUS): a plain PTTL.
+  status,
   // Sent by the connection itself.
   auth,
   load_script,

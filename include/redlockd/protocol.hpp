@@ -60,6 +60,9 @@ struct extend_request {
   std::string_view owner;
   std::uint64_t ttl_ms = 0;
 };
+struct status_request {
+  std::string_view resource;
+};
 struct info_request {};
 struct quit_request {};
 
@@ -68,8 +71,9 @@ struct parse_error {
   std::string message; // one line, no LF
 };
 
-using request = std::variant<ping_request, hello_request, auth_request, lock_request,
-                             unlock_request, extend_request, info_request, quit_request>;
+using request =
+    std::variant<ping_request, hello_request, auth_request, lock_request, unlock_request,
+                 extend_request, info_request, quit_request, status_request>;
 
 // Result of parsing one line (without its LF / CRLF):
 // - std::monostate: an empty (or all-space) line, which is ignored and gets no reply;
@@ -121,5 +125,8 @@ std::string format_notheld();
 std::string format_error(error_code code, std::string_view message);
 std::string format_info(std::string_view json_one_line);
 std::string format_lost(std::string_view resource, std::string_view owner);
+// STATUS: "OK FREE" or "OK HELD <pttl_ms>".
+std::string format_status_free();
+std::string format_status_held(std::uint64_t pttl_ms);
 
 } // namespace redlockd

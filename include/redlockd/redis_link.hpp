@@ -23,6 +23,7 @@ namespace redlockd {
 
 class tls_context;
 class tls_stream;
+class status_reader;
 
 class redis_link {
  public:
@@ -40,6 +41,8 @@ class redis_link {
   }
   // Replies and failures of engine requests go to `engine`; call before start().
   void attach(lock_engine& engine) { engine_ = &engine; }
+  // Replies and failures of STATUS reads go to `status`; call before start().
+  void attach(status_reader& status) { status_ = &status; }
   void start();
   void stop();
 
@@ -78,6 +81,7 @@ class redis_link {
   const config& cfg_;
   std::shared_ptr<spdlog::logger> log_;
   lock_engine* engine_ = nullptr;
+  status_reader* status_ = nullptr;
 
   tcp::socket socket_;
   std::shared_ptr<tls_context> tls_; // null: plaintext
@@ -99,6 +103,7 @@ class redis_link {
   bool flush_posted_ = false;
 
   std::size_t handshake_left_ = 0;
+  lock_engine::node_facts facts_; // read during the handshake
   bool reload_in_progress_ = false;
   bool ping_outstanding_ = false;
   clock_type::time_point ping_sent_{};

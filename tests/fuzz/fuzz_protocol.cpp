@@ -109,6 +109,8 @@ std::string canonical(const request& req) {
                  std::to_string(r.ttl_ms);
         else if constexpr (std::is_same_v<type, info_request>)
           return "INFO";
+        else if constexpr (std::is_same_v<type, status_request>)
+          return "STATUS " + std::string(r.resource);
         else
           return "QUIT";
       },
@@ -148,6 +150,9 @@ void check_request(std::string_view line, const request& req, const request_limi
                   "EXTEND accepted a bad resource or owner");
           require(r.ttl_ms >= limits.min_ttl_ms && r.ttl_ms <= limits.max_ttl_ms,
                   "EXTEND accepted a TTL out of range");
+        } else if constexpr (std::is_same_v<type, status_request>) {
+          require(within(r.resource, line), "STATUS outside the line");
+          require(is_valid_resource(r.resource), "STATUS accepted a bad resource");
         }
       },
       req);

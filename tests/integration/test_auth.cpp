@@ -77,7 +77,7 @@ TEST_CASE("with a client secret every verb but PING HELLO AUTH QUIT answers ERR 
   line_client client = env.client();
   for (const std::string& request : std::vector<std::string>{
            "LOCK res 1000", "LOCK res 1000 WAIT 100 KEEP", "UNLOCK res " + owner_sample,
-           "EXTEND res " + owner_sample + " 1000", "INFO", "info"}) {
+           "EXTEND res " + owner_sample + " 1000", "INFO", "info", "STATUS res"}) {
     const std::string reply = client.request(request);
     INFO(request << " -> " << reply);
     CHECK(starts_with(reply, "ERR NOAUTH "));
@@ -105,7 +105,7 @@ TEST_CASE("the right secret opens every verb, pipelined requests are answered in
   const auto grant = parse_lock_ok(client.read_line());
   REQUIRE(grant);
   CHECK(starts_with(client.read_line(), "OK {"));
-  CHECK(nodes_holding(env.fleet, "piped", grant->owner).size() == 5);
+  CHECK(eventually([&] { return nodes_holding(env.fleet, "piped", grant->owner).size() == 5; }));
   CHECK(starts_with(client.request("EXTEND piped " + grant->owner + " 5000"), "OK "));
   CHECK(client.request("UNLOCK piped " + grant->owner) == "OK");
   CHECK(lock_keys(env.fleet).empty());
@@ -319,7 +319,7 @@ TEST_CASE("the daemon authenticates to ACL masters, and again after a master res
   line_client client(daemon.port());
   const auto grant = parse_lock_ok(client.request("LOCK acl-res 10000"));
   REQUIRE(grant);
-  CHECK(nodes_holding(fleet, "acl-res", grant->owner).size() == 5);
+  CHECK(eventually([&] { return nodes_holding(fleet, "acl-res", grant->owner).size() == 5; }));
   CHECK(client.request("UNLOCK acl-res " + grant->owner) == "OK");
   // The daemon's connections run as the ACL user.
   CHECK(fleet.run(0, "CLIENT", "LIST").str.find("user=redlockd") != std::string::npos);
@@ -331,7 +331,7 @@ TEST_CASE("the daemon authenticates to ACL masters, and again after a master res
   CHECK(fleet.run(2, "CLIENT", "LIST").str.find("user=redlockd") != std::string::npos);
   const auto again = parse_lock_ok(client.request("LOCK acl-res 10000"));
   REQUIRE(again);
-  CHECK(nodes_holding(fleet, "acl-res", again->owner).size() == 5);
+  CHECK(eventually([&] { return nodes_holding(fleet, "acl-res", again->owner).size() == 5; }));
   CHECK(client.request("UNLOCK acl-res " + again->owner) == "OK");
   CHECK(lock_keys(fleet).empty());
 
@@ -375,16 +375,18 @@ TEST_CASE("a wrong Redis password leaves the masters down and LOCK answers NOQUO
   CHECK(client.request("LOCK refused-res 5000") == "NOQUORUM 0 3");
   CHECK(lock_keys(fleet).empty());
   // Retried with backoff, never accepted, never logged with the password.
-  std::this_thread::sleep_for(500ms);
+  CHECK(eventually([&] {
+    const std::string log = daemon.log();
+    return log.find("AUTH refused for user 'redlockd'") != std::string::npos &&
+           log.find("AUTH refused again") != std::string::npos;
+  }));
   const std::string log = daemon.log();
-  CHECK(log.find("AUTH refused for user 'redlockd'") != std::string::npos);
-  CHECK(log.find("AUTH refused again") != std::string::npos);
   CHECK(log.find(wrong) == std::string::npos);
   CHECK(log.find("the-real-pass") == std::string::npos);
   CHECK(daemon.info().dump().find(wrong) == std::string::npos);
 }
 
-TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_SECRET",
+TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_CLIENT_SECRET",
           "[integration][auth][redlockctl]") {
   secured env;
   const std::string ctl = REDLOCKCTL_BINARY;
@@ -396,10 +398,18 @@ TEST_CASE("redlockctl authenticates with --secret-file or REDLOCKD_SECRET",
   const auto words = split_words(locked.out.substr(0, locked.out.find('\n')));
   REQUIRE(words.size() == 3);
 
-  REQUIRE(::setenv("REDLOCKD_SECRET", secret.c_str(), 1) == 0);
-  const auto unlocked = run_command(ctl, {"--addr", addr, "unlock", "ctl-res", words[0]});
-  ::unsetenv("REDLOCKD_SECRET");
+  // The daemon's variable name works for redlockctl too.
+  const auto status = run_command("/usr/bin/env", {"REDLOCKD_CLIENT_SECRET=" + secret, ctl,
+                                                   "--addr", addr, "status", "ctl-res"});
+  CHECK(status.status == 0);
+  CHECK(status.out.starts_with("held "));
+  CHECK(status.err.empty());
+  // The old name still works, with a deprecation line.
+  const auto unlocked = run_command("/usr/bin/env", {"REDLOCKD_SECRET=" + secret, ctl, "--addr",
+                                                     addr, "unlock", "ctl-res", words[0]});
   CHECK(unlocked.status == 0);
+  CHECK(unlocked.err.find("REDLOCKD_SECRET is deprecated; set REDLOCKD_CLIENT_SECRET") !=
+        std::string::npos);
   CHECK(lock_keys(env.fleet).empty());
 
   // No secret: the daemon says NOAUTH, redlockctl says what to do, exit 6.

@@ -2,7 +2,6 @@
 #include <catch2/catch.hpp>
 
 #include <string>
-#include <thread>
 
 #include "test_env.hpp"
 
@@ -56,7 +55,8 @@ TEST_CASE("two masters down: LOCK still succeeds - three down: NOQUORUM, nothing
   check_noquorum(c.request("EXTEND held " + held->owner + " 1000"));
 
   check_noquorum(c.request("LOCK other 1000"));
-  std::this_thread::sleep_for(200ms); // let any late SET land, then look
+  // Any late SET has landed, and the release after it, once a later command has.
+  REQUIRE(daemon_links_flushed(env.daemon, env.fleet, {3, 4}));
   for (std::size_t i = 3; i < 5; ++i) {
     CAPTURE(i);
     CHECK_FALSE(env.fleet.get(i, "other"));
@@ -105,7 +105,7 @@ TEST_CASE("three masters down at once: NOQUORUM and no key left on the live ones
   env.fleet.kill(4);
   check_noquorum(c.request("LOCK res 1000"));
   check_noquorum(c.request("LOCK res 1000")); // again, with the daemon now knowing
-  std::this_thread::sleep_for(200ms);
+  REQUIRE(daemon_links_flushed(env.daemon, env.fleet, {0, 3}));
   CHECK(no_lock_keys(env.fleet));
   CHECK(c.request("PING") == "PONG");
 }
@@ -122,7 +122,8 @@ TEST_CASE("BUSY needs more than N - quorum refusals - failed attempts are releas
     const auto reply = c.request("LOCK res 1000");
     CAPTURE(reply);
     REQUIRE(starts_with(reply, "BUSY "));
-    std::this_thread::sleep_for(200ms);
+    // BUSY came at the third refusal: the attempts on 3 and 4 may still be on their way.
+    REQUIRE(daemon_links_flushed(env.daemon, env.fleet, {3, 4}));
     for (std::size_t i = 0; i < 3; ++i) {
       CHECK(env.fleet.get(i, "res") == "another-owner");
     }
@@ -156,7 +157,7 @@ TEST_CASE("BUSY needs more than N - quorum refusals - failed attempts are releas
     CHECK(words[0] == "NOQUORUM");
     CHECK(parse_int(words[1]) <= 2);
     CHECK(words[2] == "3");
-    std::this_thread::sleep_for(200ms);
+    REQUIRE(daemon_links_flushed(env.daemon, env.fleet, {2, 3}));
     for (std::size_t i = 2; i < 4; ++i) {
       CAPTURE(i);
       CHECK_FALSE(env.fleet.get(i, "res"));

@@ -188,7 +188,7 @@ TEST_CASE("SIGTERM releases KEEP locks on every master and exits 0", "[integrati
   REQUIRE(grant);
   line_client plain = env.client();
   REQUIRE(parse_lock_ok(plain.request("LOCK lease 30000")));
-  REQUIRE(nodes_holding(env.fleet, "kept", grant->owner).size() == 5);
+  REQUIRE(eventually([&] { return nodes_holding(env.fleet, "kept", grant->owner).size() == 5; }));
 
   const int status = env.daemon.stop();
   CHECK(status == 0);

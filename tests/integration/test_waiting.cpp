@@ -47,7 +47,8 @@ TEST_CASE("20 waiters on one resource are granted first come, first served",
     REQUIRE(grant);
     CHECK(grant->fence > last_fence);
     last_fence = grant->fence;
-    // Nobody behind it has been answered yet.
+    // Nobody behind it has been answered: all of them are still queued.
+    CHECK(env.daemon.info().at("waiters") == 20 - i - 1);
     for (int j = i + 1; j < 20; ++j)
       CHECK_FALSE(waiters[j].try_read_line(0ms));
     owner = grant->owner;
@@ -107,6 +108,7 @@ TEST_CASE("a waiter gets a lock held elsewhere once its TTL runs out", "[integra
 TEST_CASE("KEEP renews the lock across three TTLs and releases it when the connection closes",
           "[integration][keep]") {
   fleet_and_daemon env;
+  long long expired_before = 0;
   {
     line_client keeper = env.client();
     const lock_grant grant = must_lock(keeper, "LOCK kept 600 KEEP");
@@ -120,9 +122,11 @@ TEST_CASE("KEEP renews the lock across three TTLs and releases it when the conne
     CHECK(env.daemon.info().at("counters").at("renewed") >= 3);
     line_client other = env.client();
     CHECK(starts_with(other.request("LOCK kept 600"), "BUSY"));
+    expired_before = expired_keys(env.fleet);
   }
-  // Closed: released on every master well within a second.
-  CHECK(eventually([&] { return lock_keys(env.fleet).empty(); }, 1s));
+  // Closed: released on every master, by the daemon (the masters expired nothing).
+  CHECK(eventually([&] { return lock_keys(env.fleet).empty(); }));
+  CHECK(expired_keys(env.fleet) == expired_before);
   CHECK(env.daemon.info().at("keep_locks") == 0);
 }
 
@@ -131,9 +135,14 @@ TEST_CASE("a plain lock outlives its connection", "[integration][keep]") {
   std::string owner;
   {
     line_client client = env.client();
-    owner = must_lock(client, "LOCK lease 5000").owner;
+    owner = must_lock(client, "LOCK lease 30000").owner;
+    // The reply came at quorum: let every master grant it before the connection goes.
+    REQUIRE(eventually([&] { return nodes_holding(env.fleet, "lease", owner).size() == 5; }));
   }
-  std::this_thread::sleep_for(300ms);
+  // The daemon has seen the close (only INFO's own connection is left), and whatever it sent
+  // the masters because of it has run.
+  REQUIRE(eventually([&] { return env.daemon.info().at("clients") == 1; }));
+  REQUIRE(daemon_links_flushed(env.daemon, env.fleet, {0, 1, 2, 3, 4}));
   CHECK(nodes_holding(env.fleet, "lease", owner).size() == 5);
 }
 
@@ -154,20 +163,24 @@ TEST_CASE("LOST is pushed when three masters die under a KEEP lock", "[integrati
 
 TEST_CASE("lock-delay follows a dropped KEEP connection but not an UNLOCK",
           "[integration][delay]") {
-  fleet_and_daemon env(nlohmann::json{{"lock_delay_ms", 1500}});
+  // A delay long enough for the refusal below to come inside it on any machine.
+  fleet_and_daemon env(nlohmann::json{{"lock_delay_ms", 5000}});
+  const long long expired_before = expired_keys(env.fleet);
   {
     line_client keeper = env.client();
-    must_lock(keeper, "LOCK delayed 5000 KEEP");
+    must_lock(keeper, "LOCK delayed 30000 KEEP");
   }
-  REQUIRE(eventually([&] { return lock_keys(env.fleet).empty(); }, 1s));
+  // Released by the daemon, not expired: a 30 s TTL would not run out in this test.
+  REQUIRE(eventually([&] { return lock_keys(env.fleet).empty(); }));
+  CHECK(expired_keys(env.fleet) == expired_before);
   line_client other = env.client();
   const std::string refused = other.request("LOCK delayed 5000");
   INFO("reply: " << refused);
   CHECK(starts_with(refused, "BUSY "));
   CHECK(lock_keys(env.fleet).empty()); // refused without touching the masters
   // A waiter is granted once the delay is over.
-  other.set_timeout(5s);
-  const auto later = parse_lock_ok(other.request("LOCK delayed 5000 WAIT 3000"));
+  other.set_timeout(30s);
+  const auto later = parse_lock_ok(other.request("LOCK delayed 5000 WAIT 20000"));
   REQUIRE(later);
 
   // A clean UNLOCK: the next LOCK is granted at once.

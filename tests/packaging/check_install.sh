@@ -39,6 +39,11 @@ check_prefix() {
     "$prefix/share/doc/redlockd/examples/redlockd-dashboard.json"; do
     [ -f "$dest$want" ] || fail "$want is missing"
   done
+  # The bash completion, once config/redlockctl.bash-completion is in the source tree.
+  if [ -f "$root/config/redlockctl.bash-completion" ]; then
+    [ -f "$dest$prefix/share/bash-completion/completions/redlockctl" ] ||
+      fail "$prefix/share/bash-completion/completions/redlockctl is missing"
+  fi
   cmp -s "$dest$etc/redlockd.json" "$root/config/redlockd.json" ||
     fail "$etc/redlockd.json differs from config/redlockd.json"
   local unit=$dest$unitdir/redlockd.service exec

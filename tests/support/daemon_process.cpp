@@ -1,9 +1,8 @@
 #include "daemon_process.hpp"
 
-#define CATCH_CONFIG_EXTERNAL_INTERFACES
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <csignal>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <stdexcept>
@@ -17,36 +16,19 @@
 
 namespace {
 
-bool test_failed = false;
-
-// Remembers whether the running test case has a failed assertion, so helpers can dump logs.
-struct redlockd_failure_listener : Catch::TestEventListenerBase {
-  using TestEventListenerBase::TestEventListenerBase;
-
-  void testCaseStarting(Catch::TestCaseInfo const& info) override {
-    test_failed = false;
-    TestEventListenerBase::testCaseStarting(info);
-  }
-
-  bool assertionEnded(Catch::AssertionStats const& stats) override {
-    if (!stats.assertionResult.isOk()) {
-      test_failed = true;
-    }
-    return TestEventListenerBase::assertionEnded(stats);
-  }
-};
-
 using clock_type = std::chrono::steady_clock;
+
+// How a status of child_process reads in a message.
+std::string describe_status(int status) {
+  if (status > 128) {
+    return "signal " + std::to_string(status - 128) + " (" + ::strsignal(status - 128) + ")";
+  }
+  return "exit code " + std::to_string(status);
+}
 
 } // namespace
 
-CATCH_REGISTER_LISTENER(redlockd_failure_listener)
-
 namespace redlockd::test {
-
-bool current_test_failed() {
-  return test_failed;
-}
 
 daemon_process::daemon_process(daemon_options options)
     : options_(std::move(options)), dir_("redlockd-daemon") {
@@ -75,7 +57,17 @@ daemon_process::daemon_process(const std::vector<std::string>& nodes, nlohmann::
     : daemon_process(daemon_options{nodes, std::move(extra), {}, {}}) {}
 
 daemon_process::~daemon_process() {
-  process_.kill();
+  try {
+    if (!checked_) {
+      const std::string problems = stop_and_check();
+      if (!problems.empty()) {
+        report_problem("redlockd on port " + std::to_string(port_) + ": " + problems);
+      }
+    }
+  } catch (...) {
+    report_problem("redlockd on port " + std::to_string(port_) + ": could not be checked");
+  }
+  process_.kill(); // whatever happened above, no daemon outlives the test
   if (current_test_failed() || std::uncaught_exceptions() > 0) {
     std::cerr << "----- redlockd log (" << log_path_.string() << ", port " << port_ << ") -----\n"
               << file_tail(log_path_, 16384) << "----- end of redlockd log -----\n";
@@ -87,7 +79,10 @@ void daemon_process::start() {
 }
 
 void daemon_process::start(std::size_t min_ok_nodes) {
+  note_unexpected_exit("start()");
   process_.kill();
+  exit_expected_ = false;
+  checked_ = false;
   std::vector<std::string> args{"--config", config_path_.string()};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   process_ = child_process(REDLOCKD_BINARY, args, log_path_);
@@ -119,12 +114,63 @@ void daemon_process::wait_ready(std::size_t min_ok, std::chrono::milliseconds ti
                            file_tail(log_path_));
 }
 
+std::chrono::milliseconds daemon_process::stop_timeout() const {
+  std::int64_t shutdown_ms = 5000; // the daemon's default shutdown_timeout_ms
+  const auto it = options_.extra.find("shutdown_timeout_ms");
+  if (it != options_.extra.end() && it->is_number_integer()) {
+    shutdown_ms = it->get<std::int64_t>();
+  }
+  return std::chrono::milliseconds(shutdown_ms) + std::chrono::seconds(20);
+}
+
+void daemon_process::note_unexpected_exit(const std::string& noticed_at) {
+  if (exit_expected_ || process_.pid() < 0 || process_.running()) {
+    return;
+  }
+  exit_expected_ = true; // reported once
+  problems_.push_back("it ended on its own with " +
+                      describe_status(process_.exit_status().value_or(-1)) +
+                      " before the test stopped it (noticed at " + noticed_at + ")");
+}
+
 int daemon_process::stop() {
-  return process_.terminate(std::chrono::seconds(5));
+  note_unexpected_exit("stop()");
+  if (!process_.running()) {
+    return process_.exit_status().value_or(-1);
+  }
+  exit_expected_ = true;
+  process_.signal(SIGTERM);
+  process_.signal(SIGCONT);
+  const auto timeout = stop_timeout();
+  if (const auto status = process_.wait_for(timeout)) {
+    if (*status != 0) {
+      problems_.push_back("it exited with " + describe_status(*status) + " after SIGTERM");
+    }
+    return *status;
+  }
+  problems_.push_back("it did not exit within " + std::to_string(timeout.count()) +
+                      " ms of SIGTERM and was killed with SIGKILL");
+  return process_.kill();
 }
 
 int daemon_process::kill() {
+  note_unexpected_exit("kill()");
+  exit_expected_ = true;
   return process_.kill();
+}
+
+std::string daemon_process::stop_and_check() {
+  checked_ = true;
+  stop();
+  if (const auto report = sanitizer_report(read_file(log_path_)); !report.empty()) {
+    problems_.push_back("its log " + log_path_.string() + " holds a sanitizer report:\n" + report);
+  }
+  std::string out;
+  for (const auto& problem : problems_) {
+    out += (out.empty() ? "" : "\n") + problem;
+  }
+  problems_.clear();
+  return out;
 }
 
 void daemon_process::restart() {

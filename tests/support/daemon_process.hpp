@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness.hpp"
 #include "line_client.hpp"
 #include "process.hpp"
 #include "tls_files.hpp"
@@ -40,7 +41,8 @@ class daemon_process {
   explicit daemon_process(daemon_options options);
   explicit daemon_process(const std::vector<std::string>& nodes,
                           nlohmann::json extra = nlohmann::json::object());
-  // Prints the log to stderr if the current test case has failed; then kills the daemon.
+  // Calls stop_and_check() unless the test did, and fails the running test case (report_problem)
+  // with what it found; then prints the log to stderr if the test case has failed.
   ~daemon_process();
   daemon_process(const daemon_process&) = delete;
   daemon_process& operator=(const daemon_process&) = delete;
@@ -52,13 +54,23 @@ class daemon_process {
   // Waits until the daemon accepts TCP and INFO reports at least `min_ok` of `ready_nodes` "ok".
   // Throws std::runtime_error (with the log tail) on timeout or when the daemon exits.
   void wait_ready(std::size_t min_ok, std::chrono::milliseconds timeout);
-  // SIGTERM, then SIGKILL after 5 s; returns the exit status.
+  // SIGTERM (and SIGCONT, should the daemon be stopped), then waits for it to exit: up to its
+  // shutdown_timeout_ms plus 20 s, for LeakSanitizer runs at exit in sanitizer builds. Returns
+  // the exit status. A daemon that needs SIGKILL after all, or exits other than with 0, is a
+  // problem that stop_and_check() returns.
   int stop();
-  // SIGKILL; returns the exit status.
+  // SIGKILL, on purpose: the exit status (137) is no problem. Returns it.
   int kill();
+  // Stops the daemon as stop() does unless the test stopped or killed it, and returns what went
+  // wrong with it, one problem a line: it ended on its own (crashed) at some point, needed
+  // SIGKILL, exited non-zero after SIGTERM, or its log holds a sanitizer report (its stderr goes
+  // to log_path(), as does its stdout). Empty when all is well. The destructor calls it; a caller
+  // outside Catch test cases (the chaos harness) may call it first and judge the text itself.
+  std::string stop_and_check();
   // kill() then start().
   void restart();
   bool running() { return process_.running(); }
+  pid_t pid() const { return process_.pid(); }
 
   std::uint16_t port() const { return port_; }
   const std::filesystem::path& config_path() const { return config_path_; }
@@ -76,6 +88,14 @@ class daemon_process {
   std::filesystem::path config_path_;
   std::filesystem::path log_path_;
   child_process process_;
+  // The test stopped or killed this run of the daemon: its ending is no surprise.
+  bool exit_expected_ = false;
+  bool checked_ = false;
+  std::vector<std::string> problems_;
+
+  std::chrono::milliseconds stop_timeout() const;
+  // Records a problem when the daemon has ended although nobody stopped or killed it.
+  void note_unexpected_exit(const std::string& noticed_at);
 };
 
 // Counts the nodes of an INFO document in `state` whose address is in `addresses`.
@@ -84,8 +104,5 @@ std::size_t count_nodes_in_state(const nlohmann::json& info,
                                  const std::string& state);
 // The state INFO reports for `address`, "" when absent.
 std::string node_state(const nlohmann::json& info, const std::string& address);
-
-// True once any assertion of the running Catch test case has failed.
-bool current_test_failed();
 
 } // namespace redlockd::test

@@ -19,6 +19,8 @@
 #include <unistd.h>
 #include <utility>
 
+#include "harness.hpp"
+
 namespace redlockd::test {
 
 namespace fs = std::filesystem;
@@ -300,6 +302,10 @@ run_result run_command(const std::string& binary, const std::vector<std::string>
   }
   result.out = read_file(out);
   result.err = read_file(err);
+  // Our binaries are sanitized in the ASan build: a report fails the test that ran them.
+  if (const auto report = sanitizer_report(result.err + result.out); !report.empty()) {
+    report_problem(binary + " printed a sanitizer report:\n" + report);
+  }
   return result;
 }
 

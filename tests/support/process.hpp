@@ -76,7 +76,8 @@ class child_process {
   std::optional<int> status_;
 };
 
-// Runs a command to completion (bounded by `timeout`, then SIGKILL) and captures its output.
+// Runs a command to completion (bounded by `timeout`, then SIGKILL) and captures its output. A
+// sanitizer report in that output fails the running test case (report_problem).
 struct run_result {
   int status = -1; // exit code, or 128 + signal
   std::string out;

@@ -80,6 +80,53 @@ inline std::vector<std::size_t> nodes_holding(const redis_fleet& fleet, const st
   return out;
 }
 
+// A barrier down the daemon's connections to the masters `nodes`: plants a key with a made-up
+// owner on each, has the daemon UNLOCK it (its release goes to every usable master), and waits
+// until each of them deleted it. A master runs a connection's commands in order, so everything
+// the daemon sent it before the barrier (a late SET, a release) has run by then. Negative checks
+// of what the masters hold go after this, not after a sleep. False when it times out.
+inline bool daemon_links_flushed(const daemon_process& daemon, const redis_fleet& fleet,
+                                 const std::vector<std::size_t>& nodes,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  static int round = 0;
+  const std::string key = "barrier-" + std::to_string(++round);
+  const std::string owner(40, 'b');
+  for (const auto i : nodes) {
+    if (!fleet.set_nx_px(i, key, owner, 60000)) {
+      return false;
+    }
+  }
+  line_client client = daemon.connect();
+  client.request("UNLOCK " + key + " " + owner); // OK or NOTHELD: the DELs went out either way
+  return eventually(
+      [&] {
+        for (const auto i : nodes) {
+          if (fleet.get(i, key)) {
+            return false;
+          }
+        }
+        return true;
+      },
+      timeout);
+}
+
+// Keys the live masters have expired so far (INFO stats expired_keys), summed: tells a key the
+// daemon deleted from one that ran out.
+inline long long expired_keys(const redis_fleet& fleet) {
+  long long total = 0;
+  for (std::size_t i = 0; i < fleet.size(); ++i) {
+    if (!fleet.alive(i)) {
+      continue;
+    }
+    const std::string stats = fleet.run(i, "INFO", "stats").str;
+    const auto at = stats.find("expired_keys:");
+    if (at != std::string::npos) {
+      total += std::stoll(stats.substr(at + 13));
+    }
+  }
+  return total;
+}
+
 // The word at `index` of a reply as an integer (std::nullopt when absent or not decimal).
 inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_t index) {
   const auto words = split_words(reply);

@@ -6,9 +6,16 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <csetjmp>
+#include <csignal>
+#include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <string>
+#include <string_view>
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace redlockd;
 
@@ -81,10 +88,93 @@ TEST_CASE("constant_time_equals is plain equality", "[unit][auth]") {
   CHECK_FALSE(constant_time_equals(std::string(256, 'a'), std::string(512, 'a')));
 }
 
-TEST_CASE("constant_time_equals takes as long for an early mismatch as for a late one",
-          "[unit][auth]") {
-  // Figures only, never a pass/fail on time: a compare that stopped at the first differing byte
-  // would show the early mismatch far faster than the late one.
+namespace {
+
+// Two pages; bytes placed so that the last of them lies on the second page, which is then made
+// unreadable: reading that byte raises SIGSEGV, caught here. Shows whether a function read it.
+class guard_page {
+ public:
+  guard_page() : page_(static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))) {
+    void* base =
+        ::mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(base != MAP_FAILED);
+    base_ = static_cast<char*>(base);
+  }
+  ~guard_page() { ::munmap(base_, 2 * page_); }
+  guard_page(const guard_page&) = delete;
+  guard_page& operator=(const guard_page&) = delete;
+
+  // A copy of `text` whose last byte is the first byte of the guarded page.
+  std::string_view place(const std::string& text) {
+    REQUIRE(!text.empty());
+    REQUIRE(text.size() <= page_);
+    char* start = base_ + page_ + 1 - text.size();
+    std::memcpy(start, text.data(), text.size());
+    REQUIRE(::mprotect(base_ + page_, page_, PROT_NONE) == 0);
+    return {start, text.size()};
+  }
+
+  // Runs `f`; true when it touched the guarded page.
+  static bool touches(const std::function<void()>& f) {
+    struct sigaction ours {};
+    ours.sa_handler = [](int) { ::siglongjmp(jump_, 1); };
+    sigemptyset(&ours.sa_mask);
+    struct sigaction old_segv {};
+    struct sigaction old_bus {};
+    ::sigaction(SIGSEGV, &ours, &old_segv);
+    ::sigaction(SIGBUS, &ours, &old_bus);
+    bool touched = true;
+    if (sigsetjmp(jump_, 1) == 0) {
+      f();
+      touched = false;
+    }
+    ::sigaction(SIGSEGV, &old_segv, nullptr);
+    ::sigaction(SIGBUS, &old_bus, nullptr);
+    return touched;
+  }
+
+ private:
+  static inline sigjmp_buf jump_;
+  std::size_t page_;
+  char* base_ = nullptr;
+};
+
+} // namespace
+
+TEST_CASE("constant_time_equals reads every byte even after an early mismatch", "[unit][auth]") {
+  // A compare that stopped at the first differing byte would leak, by its time, how much of a
+  // guess was right. This one must read the whole candidate, and the secret to its last byte,
+  // though the very first byte differs.
+  const std::string secret(300, 'k');
+  std::string early = secret;
+  early.front() = 'x';
+  SECTION("the candidate's last byte") {
+    guard_page guard;
+    const std::string_view candidate = guard.place(early);
+    CHECK(guard_page::touches([&] { (void)constant_time_equals(candidate, secret); }));
+  }
+  SECTION("the secret's last byte") {
+    guard_page guard;
+    const std::string_view guarded_secret = guard.place(secret);
+    CHECK(guard_page::touches([&] { (void)constant_time_equals(early, guarded_secret); }));
+  }
+  SECTION("and a wrong length does not end it either") {
+    guard_page guard;
+    const std::string_view candidate = guard.place(early + "extra");
+    CHECK(guard_page::touches([&] { (void)constant_time_equals(candidate, secret); }));
+  }
+  SECTION("the guard itself: a compare that reads a prefix only does not touch it") {
+    guard_page guard;
+    const std::string_view candidate = guard.place(early);
+    CHECK_FALSE(guard_page::touches(
+        [&] { (void)constant_time_equals(candidate.substr(0, candidate.size() - 1), secret); }));
+  }
+}
+
+TEST_CASE("constant_time_equals: time for an early and a late mismatch (figures)",
+          "[.benchmark][auth]") {
+  // Hidden (run with "[benchmark]"): figures only, timing is no pass/fail. A compare that
+  // stopped at the first differing byte would show the early mismatch far faster than the late.
   const std::string secret(4096, 'k');
   std::string early = secret;
   early.front() = 'x';

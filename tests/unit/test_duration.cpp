@@ -6,13 +6,23 @@
 using redlockd::ctl::parse_duration;
 using namespace std::chrono_literals;
 
-TEST_CASE("durations take ms, s, m and h, or plain milliseconds", "[duration]") {
+TEST_CASE("durations take ms, s, m and h", "[duration]") {
   CHECK(parse_duration("250ms") == 250ms);
   CHECK(parse_duration("30s") == 30s);
   CHECK(parse_duration("5m") == 5min);
   CHECK(parse_duration("2h") == 2h);
-  CHECK(parse_duration("1500") == 1500ms);
-  CHECK(parse_duration("0") == 0ms);
+  CHECK(parse_duration("0ms") == 0ms);
+  CHECK(parse_duration("007s") == 7s);
+}
+
+TEST_CASE("a bare number is refused: its unit is required", "[duration]") {
+  using redlockd::ctl::lacks_unit;
+  for (const char* bare : {"30", "0", "1500"}) {
+    CHECK_FALSE(parse_duration(bare));
+    CHECK(lacks_unit(bare));
+  }
+  for (const char* other : {"", "30s", "s", "-1", "1.5"})
+    CHECK_FALSE(lacks_unit(other));
 }
 
 TEST_CASE("anything else is refused", "[duration]") {

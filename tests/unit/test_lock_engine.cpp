@@ -1,6 +1,7 @@
 // The engine against scripted node answers: the Redis replies are real RESP bytes run through the
 // hiredis reader; only the transport is replaced.
 #include "redlockd/lock_engine.hpp"
+#include "redlockd/redlock.hpp"
 #include "redlockd/resp.hpp"
 #include "redlockd/scripts.hpp"
 
@@ -48,7 +49,7 @@ struct fake_nodes : node_io {
 
 struct captured_replies : reply_sink {
   void deliver(std::uint64_t seq, std::string line) override { lines[seq] = std::move(line); }
-  void push(std::string line) override { pushed.push_back(std::move(line)); }
+  void push(std::string line, std::uint64_t) override { pushed.push_back(std::move(line)); }
   std::map<std::uint64_t, std::string> lines;
   std::vector<std::string> pushed;
 };
@@ -93,18 +94,21 @@ struct fixture {
       : cfg(with_delay(lock_delay_ms)), nodes(5), engine(cfg, nodes, log, [this] { return now; }) {
     if (!handshake)
       return;
-    // As every link's handshake reports: the longest TTL ever granted (high enough that no
-    // test raises it) and a master that has been up for a day.
-    for (std::size_t node = 0; node < 5; ++node) {
-      engine.on_max_ttl_read(node, 3'600'000);
-      engine.on_node_identity(node, "run" + std::to_string(node), 86'400'000);
-    }
+    // As every link's handshake reports: a fence counter, the longest TTL ever granted (high
+    // enough that no test raises it) and a master that has been up for a day.
+    for (std::size_t node = 0; node < 5; ++node)
+      connect(node, "run" + std::to_string(node), 86'400'000);
   }
 
   static config with_delay(std::uint64_t lock_delay_ms) {
     config c = five_nodes();
     c.lock_delay_ms = lock_delay_ms;
     return c;
+  }
+  // A link's handshake: what it read from master `node`.
+  void connect(std::size_t node, const std::string& run_id, std::uint64_t uptime_ms,
+               std::optional<std::uint64_t> fence = 0, std::uint64_t max_ttl_ms = 3'600'000) {
+    engine.on_node_connected(node, {fence, max_ttl_ms, run_id, uptime_ms});
   }
   // Moves the clock and fires the engine's timer if it is due.
   void advance(std::chrono::microseconds by) {
@@ -218,13 +222,13 @@ TEST_CASE("LOCK fails as soon as a majority refused, and releases on all nodes",
   CHECK(f.client->lines.empty());
   f.answer(3, request_kind::acquire, refused(3000));
   CHECK(f.client->lines[1] == "BUSY 2500\n");
-  const auto releases = f.nodes.of(request_kind::release);
+  const auto releases = f.nodes.of(request_kind::cleanup);
   REQUIRE(releases.size() == 5); // also the refusing nodes and the one that has not answered
   // The owner is the last 40-byte argument (the first is the script's SHA).
   const std::string acquire = f.nodes.of(request_kind::acquire)[0].bytes;
   const std::string owner = acquire.substr(acquire.rfind("$40\r\n") + 5, 40);
   for (const auto& c : releases) {
-    CHECK(c.tag.generation == 0);
+    CHECK(c.tag.kind == request_kind::cleanup); // nobody waits for it
     CHECK(c.bytes.find(owner) != std::string::npos);
   }
   CHECK(f.engine.counters().busy == 1);
@@ -235,7 +239,7 @@ TEST_CASE("LOCK with too few nodes up fails at once with NOQUORUM", "[engine]") 
   f.nodes.up = {true, false, true, false, false};
   f.engine.lock(lock_of("r", 10000), f.client, 1);
   CHECK(f.client->lines[1] == "NOQUORUM 0 3\n");
-  CHECK(f.nodes.of(request_kind::release).size() == 2);
+  CHECK(f.nodes.of(request_kind::cleanup).size() == 2);
 }
 
 TEST_CASE("LOCK with 2 of 5 nodes down still succeeds", "[engine]") {
@@ -261,7 +265,7 @@ TEST_CASE("nodes silent past the node timeout count as no - late replies are dis
   f.now += 1ms;
   f.engine.on_timer();
   CHECK(f.client->lines[1] == "NOQUORUM 2 3\n");
-  CHECK(f.nodes.of(request_kind::release).size() == 5);
+  CHECK(f.nodes.of(request_kind::cleanup).size() == 5);
   f.answer(2, request_kind::acquire, granted(0)); // kept its slot on the wire; ignored
   CHECK(f.client->lines.size() == 1);
   CHECK(f.engine.counters().noquorum == 1);
@@ -310,7 +314,7 @@ TEST_CASE("a fencing conflict takes a second round above everything seen", "[eng
 
 TEST_CASE("without a conflict the proposal is the token, and tokens increase", "[engine]") {
   fixture f;
-  f.engine.on_fence_read(41);
+  f.connect(0, "run0", 86'400'000, 41); // a reconnect reads a larger counter
   std::uint64_t last = 0;
   for (std::uint64_t seq = 0; seq < 3; ++seq) {
     f.nodes.sent.clear();
@@ -378,7 +382,7 @@ TEST_CASE("a node that forgot its scripts gets the command by source and a reloa
   REQUIRE(f.nodes.reloads == std::vector<std::size_t>{2});
   const auto resent = f.nodes.of(request_kind::acquire).back();
   CHECK(resent.node == 2);
-  CHECK(resent.bytes.starts_with("*8\r\n$4\r\nEVAL\r\n"));
+  CHECK(resent.bytes.starts_with("*9\r\n$4\r\nEVAL\r\n"));
   auto reply = resp(granted(0));
   f.engine.on_reply(2, resent.tag, *reply);
   f.answer(0, request_kind::acquire, granted(0));
@@ -437,7 +441,7 @@ TEST_CASE("WAIT queues waiters first come, first served, and UNLOCK hands over a
   CHECK(f.count_sent(request_kind::acquire) == 5); // only the head tries
   f.answer_all(request_kind::acquire, refused(9000), 3);
   CHECK(b->lines.empty()); // refused, but it waits
-  CHECK(f.count_sent(request_kind::release) == 5);
+  CHECK(f.count_sent(request_kind::cleanup) == 5);
 
   // A try-lock does not jump the queue.
   auto d = std::make_shared<captured_replies>();
@@ -518,13 +522,70 @@ TEST_CASE("a waiter whose client left is never granted", "[engine][wait]") {
   CHECK(stayer->lines[0].starts_with("OK "));
 }
 
+TEST_CASE("when the head waiter leaves, the next one tries at once", "[engine][wait]") {
+  // Issue 11, bug 4: the head's client disconnects while the lock is held elsewhere; the next
+  // waiter must try (and win once the lease is gone), not sleep until its own deadline.
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  f.engine.lock(waiting_lock("r", 1000, 8000), a, 0);
+  f.answer_all(request_kind::acquire, refused(1700), 3); // held through another daemon
+  f.engine.lock(waiting_lock("r", 1000, 8000), b, 0);
+  f.nodes.sent.clear();
+  f.engine.client_gone(a.get());
+  f.advance(0us);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5); // b, now the head, tries
+  f.answer_all(request_kind::acquire, refused(1400), 3);
+  f.nodes.sent.clear();
+  f.advance(1421ms); // the hint plus the largest jitter
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(b->lines[0].starts_with("OK "));
+  CHECK(a->lines.empty());
+}
+
+TEST_CASE("KEEP refused by max_keep_locks_per_connection does not free a place", "[engine][keep]") {
+  // Issue 11, bug 6: five KEEP requests with a limit of one gave OK, TOO_MANY, OK, TOO_MANY, OK.
+  fixture f;
+  f.cfg.max_keep_locks_per_connection = 1;
+  for (std::uint64_t seq = 0; seq < 5; ++seq) {
+    lock_request req = lock_of("k" + std::to_string(seq), 5000);
+    req.keep = true;
+    f.engine.lock(req, f.client, seq);
+    if (seq == 0)
+      f.answer_all(request_kind::acquire, granted(0), 3);
+  }
+  CHECK(f.client->lines[0].starts_with("OK "));
+  for (std::uint64_t seq = 1; seq < 5; ++seq)
+    CHECK(f.client->lines[seq].starts_with("ERR TOO_MANY"));
+  CHECK(f.engine.keep_locks() == 1);
+
+  // The WAIT limit refuses a KEEP without giving back more than it took.
+  f.cfg.max_keep_locks_per_connection = 2;
+  f.cfg.max_waiters_per_resource = 0;
+  lock_request waiting = waiting_lock("w", 5000, 1000);
+  waiting.keep = true;
+  f.engine.lock(waiting, f.client, 5);
+  CHECK(f.client->lines[5].starts_with("ERR TOO_MANY"));
+  lock_request second = lock_of("x", 5000);
+  second.keep = true;
+  f.engine.lock(second, f.client, 6);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(f.client->lines[6].starts_with("OK "));
+  lock_request third = lock_of("y", 5000);
+  third.keep = true;
+  f.engine.lock(third, f.client, 7);
+  CHECK(f.client->lines[7].starts_with("ERR TOO_MANY"));
+  CHECK(f.engine.keep_locks() == 2);
+}
+
 TEST_CASE("an acquisition in flight for a client that left is released", "[engine][wait]") {
   fixture f;
   f.engine.lock(waiting_lock("r", 10000, 5000), f.client, 0);
   f.engine.client_gone(f.client.get());
   f.answer_all(request_kind::acquire, granted(0), 3);
   CHECK(f.client->lines.empty());
-  CHECK(f.count_sent(request_kind::release) == 5);
+  CHECK(f.count_sent(request_kind::cleanup) == 5);
   CHECK(f.engine.counters().acquired == 0);
 }
 
@@ -547,28 +608,53 @@ TEST_CASE("KEEP renews about every TTL/3 and releases when the client leaves", "
   CHECK(f.client->pushed.empty());
   f.nodes.sent.clear();
   f.engine.client_gone(f.client.get());
-  CHECK(f.count_sent(request_kind::release) == 5);
+  CHECK(f.count_sent(request_kind::cleanup) == 5);
   CHECK(f.engine.keep_locks() == 0);
   f.advance(2000ms);
   CHECK(f.count_sent(request_kind::extend) == 0);
 }
 
-TEST_CASE("KEEP pushes LOST when no quorum renews it in time", "[engine][keep]") {
+TEST_CASE("KEEP pushes LOST when no quorum renews it in time, a third of the TTL ahead",
+          "[engine][keep]") {
+  // The promise redlockctl run builds on (PROTOCOL.md): LOST comes while at least TTL/3 of the
+  // validity is left, so that the holder can stop before the lock can go to someone else.
+  const std::uint64_t ttl = GENERATE(300, 3000, 30000);
+  const bool renewed_once = GENERATE(false, true);
+  CAPTURE(ttl, renewed_once);
   fixture f;
-  lock_request req = lock_of("k", 3000);
+  lock_request req = lock_of("k", ttl);
   req.keep = true;
   f.engine.lock(req, f.client, 0);
   f.answer_all(request_kind::acquire, granted(0), 3);
-  const std::string owner = owner_in(f.client->lines[0]);
+  const std::string grant = f.client->lines[0];
+  const std::string owner = owner_in(grant);
+  const auto validity = words(grant).at(3);
+  // The lease as the daemon counts it: from the grant (the fake clock stood still meanwhile).
+  clock_type::time_point valid_until = f.now + std::chrono::milliseconds(std::stoll(validity));
+  if (renewed_once) {
+    // One renewal at TTL/3 works; the answers come a little later. Then three masters go.
+    while (f.count_sent(request_kind::extend) == 0)
+      f.advance(1ms);
+    const auto sent_at = f.now;
+    f.advance(10ms); // within the node timeout of every TTL here
+    f.answer_all(request_kind::extend, extended(1), 3);
+    REQUIRE(f.engine.counters().renewed == 1);
+    // Renewed validity counts from when the renewal was sent.
+    const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(f.now - sent_at);
+    valid_until =
+        f.now + std::chrono::milliseconds(validity_ms(ttl, elapsed, f.cfg.clock_drift_factor));
+  }
   f.nodes.up = {true, true, false, false, false}; // three masters gone
-  for (int i = 0; i < 40 && f.client->pushed.empty(); ++i)
-    f.advance(100ms);
+  // Millisecond steps, so that the fake timer fires when due, not up to a step late.
+  for (std::uint64_t i = 0; i < 2 * ttl && f.client->pushed.empty(); ++i)
+    f.advance(1ms);
   REQUIRE(f.client->pushed.size() == 1);
   CHECK(f.client->pushed[0] == "LOST k " + owner + "\n");
   CHECK(f.engine.counters().lost == 1);
   CHECK(f.engine.keep_locks() == 0);
-  // Before the 3000 ms lease could have run out.
-  CHECK(f.now < clock_type::time_point{} + 1h + 3000ms);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(valid_until - f.now);
+  INFO("LOST pushed with " << left.count() << " ms of validity left of a " << ttl << " ms TTL");
+  CHECK(left >= std::chrono::milliseconds(ttl / 3));
 }
 
 TEST_CASE("KEEP pushes LOST at once when a majority no longer holds it", "[engine][keep]") {
@@ -632,28 +718,60 @@ TEST_CASE("lock-delay follows a dropped KEEP connection and an expiry, not an UN
   CHECK(f.count_sent(request_kind::acquire) == 5);
 }
 
-TEST_CASE("no node votes until the longest TTL is known from a majority", "[engine][quarantine]") {
+TEST_CASE("no node votes until the fleet is known from a majority of intact masters",
+          "[engine][quarantine]") {
   fixture f(0, false);
   f.engine.lock(lock_of("r", 10000), f.client, 1);
   CHECK(f.client->lines[1] == "NOQUORUM 0 3\n");
-  f.engine.on_max_ttl_read(0, 0);
-  f.engine.on_max_ttl_read(1, 0);
-  f.engine.on_max_ttl_read(2, 0);
+  f.connect(0, "r0", 86'400'000, 7, 0);
+  f.connect(1, "r1", 86'400'000, 7, 0);
   f.nodes.sent.clear();
   f.engine.lock(lock_of("r", 10000), f.client, 2);
+  CHECK(f.nodes.of(request_kind::acquire).empty());
+  f.connect(2, "r2", 86'400'000, 7, 0);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("r", 10000), f.client, 3);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 3); // 3 and 4 have not connected yet
+  f.connect(3, "r3", 86'400'000, 7, 0);
+  f.connect(4, "r4", 86'400'000, 7, 0);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("s", 10000), f.client, 4);
   CHECK(f.nodes.of(request_kind::acquire).size() == 5);
+  CHECK(f.engine.fence_high_water() >= 7);
 }
 
-TEST_CASE("a master with a new run_id is quarantined for the longest TTL, then re-seeded",
+// The answer of a master to the fleet read: its fence counter and longest-TTL record.
+std::string fleet_facts(std::uint64_t fence, std::uint64_t max_ttl) {
+  const std::string a = std::to_string(fence);
+  const std::string b = std::to_string(max_ttl);
+  return "*2\r\n$" + std::to_string(a.size()) + "\r\n" + a + "\r\n$" + std::to_string(b.size()) +
+         "\r\n" + b + "\r\n";
+}
+
+TEST_CASE("a master with a new run_id is quarantined for the fleet's longest TTL, then re-seeded "
+          "with the fleet's largest fence",
           "[engine][quarantine]") {
   fixture f;
-  f.engine.on_max_ttl_read(0, 0); // reconnect reads do not lower the longest TTL
-  f.engine.on_node_identity(1, "a-new-run-id", 50);
+  // This daemon only ever granted short locks; the masters recorded a longer one (another daemon).
+  f.connect(1, "a-new-run-id", 50, std::nullopt, 0);
   CHECK(f.engine.counters().restarts == 1);
-  const auto status = f.engine.status_of(1);
-  CHECK(status.reason == lock_engine::quarantine_reason::restart);
-  CHECK(status.remaining_ms >= 3'600'000);
+  CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::restart);
 
+  // Its quarantine is sized from a majority of the other masters: 0, 2, 3 and 4 are asked.
+  const auto reads = f.nodes.of(request_kind::fleet_read);
+  REQUIRE(reads.size() == 4);
+  for (const auto& c : reads) {
+    CHECK(c.node != 1);
+    CHECK(c.tag.op == 1);
+  }
+  f.answer(0, request_kind::fleet_read, fleet_facts(900, 7'200'000));
+  f.answer(2, request_kind::fleet_read, fleet_facts(40, 1000));
+  f.answer(3, request_kind::fleet_read, fleet_facts(41, 1000));
+  CHECK(f.engine.max_ttl_granted() == 7'200'000);
+  CHECK(f.engine.status_of(1).remaining_ms >= 7'200'000 - 50);
+  CHECK(f.engine.fence_high_water() >= 900);
+
+  f.nodes.sent.clear();
   f.engine.lock(lock_of("r", 10000), f.client, 1);
   const auto acquires = f.nodes.of(request_kind::acquire);
   CHECK(acquires.size() == 4);
@@ -664,67 +782,95 @@ TEST_CASE("a master with a new run_id is quarantined for the longest TTL, then r
   f.nodes.sent.clear();
   f.engine.unlock(unlock_request{"r", "0123456789abcdef0123456789abcdef01234567"}, f.client, 2);
   std::size_t to_node_1 = 0;
-  for (const auto& c : f.nodes.of(request_kind::release))
-    if (c.node == 1) {
-      ++to_node_1;
-      CHECK(c.tag.generation == 0);
-    }
+  for (const auto& c : f.nodes.of(request_kind::cleanup))
+    to_node_1 += c.node == 1 ? 1 : 0;
   CHECK(to_node_1 == 1);
+  CHECK(f.nodes.of(request_kind::release).size() == 4);
 
-  // After the quarantine its fence counter is raised to the mark before its first vote.
-  f.now += 3'636'003ms; // the longest TTL plus its drift allowance
+  // After the quarantine it is re-seeded with the fleet's largest fence and longest TTL, and
+  // votes again only once the seed is confirmed.
+  f.nodes.sent.clear();
+  f.advance(std::chrono::hours(2) + 72'003ms); // the longest TTL plus its drift allowance
+  const auto seeds = f.nodes.of(request_kind::seed);
+  REQUIRE(seeds.size() == 1);
+  CHECK(seeds[0].node == 1);
+  CHECK(seeds[0].bytes.find("$7\r\n7200000\r\n") != std::string::npos);
+  const std::string fence = std::to_string(f.engine.fence_high_water());
+  CHECK(f.engine.fence_high_water() >= 900);
+  CHECK(seeds[0].bytes.find("$" + std::to_string(fence.size()) + "\r\n" + fence + "\r\n") !=
+        std::string::npos);
   f.nodes.sent.clear();
   f.engine.lock(lock_of("s", 10000), f.client, 3);
-  REQUIRE(f.nodes.sent.size() >= 2);
-  bool reseed_first = false;
-  for (const auto& c : f.nodes.sent)
-    if (c.node == 1) {
-      reseed_first = c.tag.kind == request_kind::fence_bump;
-      break;
-    }
-  CHECK(reseed_first);
-  CHECK(f.nodes.of(request_kind::acquire).size() == 5);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 4); // not before the seed is confirmed
+  auto ok = resp(":1\r\n");
+  f.engine.on_reply(1, seeds[0].tag, *ok);
   CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("t", 10000), f.client, 4);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 5);
+}
+
+TEST_CASE("a master without a fence counter on a fleet that has one counts as restarted",
+          "[engine][quarantine]") {
+  fixture f;
+  f.connect(0, "run0", 86'400'000, 5);            // the fleet has handed out fences
+  f.connect(2, "run2", 86'400'000, std::nullopt); // same run, up a day: FLUSHALL or a new disk
+  CHECK(f.engine.status_of(2).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.nodes.of(request_kind::fleet_read).size() == 4);
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 4);
+}
+
+TEST_CASE("a fleet read counts only masters that kept their data", "[engine][quarantine]") {
+  fixture f;
+  f.connect(0, "new-0", 10, std::nullopt, 0);
+  f.connect(1, "new-1", 10, std::nullopt, 0);
+  // Node 0's read: node 1 lost its data too, so its answer does not make a majority.
+  f.answer(1, request_kind::fleet_read, fleet_facts(0, 0));
+  f.answer(2, request_kind::fleet_read, fleet_facts(5, 1000));
+  f.answer(3, request_kind::fleet_read, fleet_facts(6, 1000));
+  f.nodes.sent.clear();
+  f.advance(3'700'000ms);
+  CHECK(f.nodes.of(request_kind::seed).empty()); // still waiting for node 4
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::restart);
 }
 
 TEST_CASE("a master up for less than the longest TTL at start is quarantined for the rest",
           "[engine][quarantine]") {
   fixture f(0, false);
-  f.engine.on_node_identity(0, "r0", 1000); // connected before the longest TTL was known
-  for (std::size_t node = 0; node < 3; ++node)
-    f.engine.on_max_ttl_read(node, 30'000);
+  f.connect(0, "r0", 1000, 3, 30'000); // restarted a second ago, with its data (persistence)
+  f.connect(1, "r1", 60'000, 3, 30'000);
+  f.connect(2, "r2", 60'000, 3, 30'000);
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none); // not started
+  f.connect(3, "r3", 60'000, 3, 30'000);
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::restart);
   CHECK(f.engine.status_of(0).remaining_ms >= 29'000);
-  f.engine.on_node_identity(1, "r1", 60'000); // up long enough
-  CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
+  f.connect(4, "r4", 60'000, 3, 30'000); // up long enough
+  CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::none);
 }
 
-TEST_CASE("LOCK records a longer TTL on the masters before it acquires", "[engine][quarantine]") {
-  fixture f(0, false);
-  for (std::size_t node = 0; node < 5; ++node)
-    f.engine.on_max_ttl_read(node, 1000);
+TEST_CASE("the acquire script records the TTL on every master that grants",
+          "[engine][quarantine]") {
+  fixture f;
   f.engine.lock(lock_of("r", 20000), f.client, 1);
-  REQUIRE(f.nodes.sent.size() == 10);
-  CHECK(f.nodes.sent[0].tag.kind == request_kind::fence_bump);
-  CHECK(f.nodes.sent[0].bytes.find("redlockd:fence:max_ttl") != std::string::npos);
-  CHECK(f.nodes.sent[0].bytes.find("$5\r\n20000\r\n") != std::string::npos);
-  CHECK(f.nodes.sent[5].tag.kind == request_kind::acquire);
-  CHECK(f.engine.max_ttl_granted() == 20000);
+  REQUIRE(f.nodes.sent.size() == 5);
+  for (const auto& c : f.nodes.sent) {
+    CHECK(c.tag.kind == request_kind::acquire);
+    CHECK(c.bytes.find("redlockd:fence:max_ttl") != std::string::npos);
+    CHECK(c.bytes.find("$5\r\n20000\r\n") != std::string::npos);
+  }
+  CHECK(std::string(script_source(script::acquire)).find("raise(3, 2)") != std::string::npos);
 }
 
 TEST_CASE("unsafe_disable_quarantine lets a restarted master vote at once",
           "[engine][quarantine]") {
-  config cfg = five_nodes();
-  cfg.unsafe_disable_quarantine = true;
-  fake_nodes nodes(5);
-  auto log = std::make_shared<spdlog::logger>("test");
-  lock_engine engine(cfg, nodes, log);
-  engine.on_node_identity(2, "before", 1);
-  engine.on_node_identity(2, "after", 1);
-  CHECK(engine.status_of(2).reason == lock_engine::quarantine_reason::none);
-  auto client = std::make_shared<captured_replies>();
-  engine.lock(lock_of("r", 1000), client, 1);
-  CHECK(nodes.of(request_kind::acquire).size() == 5);
+  fixture f;
+  f.cfg.unsafe_disable_quarantine = true;
+  f.connect(2, "before", 1);
+  f.connect(2, "after", 1, std::nullopt);
+  CHECK(f.engine.status_of(2).reason == lock_engine::quarantine_reason::none);
+  f.engine.lock(lock_of("r", 1000), f.client, 1);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 5);
 }
 
 TEST_CASE("a master that lost the key of a valid KEEP lock is quarantined",
@@ -736,12 +882,94 @@ TEST_CASE("a master that lost the key of a valid KEEP lock is quarantined",
   f.answer_all(request_kind::acquire, granted(0), 3);
   f.advance(1000ms);
   f.answer(0, request_kind::extend, extended(1));
-  f.answer(1, request_kind::extend, extended(0)); // FLUSHALL or eviction on node 1
+  f.answer(1, request_kind::extend, extended(-1)); // FLUSHALL or eviction on node 1
   f.answer(2, request_kind::extend, extended(1));
   f.answer(3, request_kind::extend, extended(1));
   CHECK(f.client->pushed.empty()); // the lock itself is still held on a majority
   CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::keyloss);
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
+}
+
+TEST_CASE("KEEP renewals judge only the masters that granted the lock", "[engine][quarantine]") {
+  // Issue 11, bug 3: nodes 3 and 4 hold another owner's leftover key; the KEEP lock lands on 0,
+  // 1 and 2. Their refusals of the renewals are not key losses.
+  fixture f;
+  lock_request req = lock_of("k", 3000);
+  req.keep = true;
+  f.engine.lock(req, f.client, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.answer(3, request_kind::acquire, refused(60'000));
+  f.answer(4, request_kind::acquire, refused(60'000));
+  for (int renewal = 0; renewal < 3; ++renewal) {
+    f.advance(1000ms);
+    f.answer(3, request_kind::extend, extended(0)); // before the quorum decision
+    f.answer(4, request_kind::extend, extended(-1));
+    f.answer_all(request_kind::extend, extended(1), 3);
+  }
+  CHECK(f.engine.counters().renewed == 3);
+  CHECK(f.engine.counters().key_losses == 0);
+  for (std::size_t node = 0; node < 5; ++node)
+    CHECK(f.engine.status_of(node).reason == lock_engine::quarantine_reason::none);
+}
+
+TEST_CASE("the clock-jump bound is the drift allowance of the shortest TTL granted",
+          "[engine][quarantine]") {
+  // Issue 11: with 1 s locks the drift allowance is 12 ms; a 400 ms step used to pass unseen
+  // under the fixed 500 ms bound.
+  fixture f;
+  f.engine.lock(lock_of("a", 1000), f.client, 1);
+  CHECK(f.engine.on_node_time(0, 1000, 0));
+  f.now += 100ms;
+  CHECK(f.engine.on_node_time(0, 1000, 100'000 + 11'000)); // 11 ms ahead: within the allowance
+  f.now += 100ms;
+  CHECK_FALSE(f.engine.on_node_time(0, 1000, 200'000 + 11'000 + 400'000)); // a 400 ms step
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::clock);
+}
+
+TEST_CASE("a vote in flight when its master is quarantined does not count",
+          "[engine][quarantine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.connect(0, "a-new-run", 10, std::nullopt); // node 0 restarted while its vote was on the wire
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(1, request_kind::acquire, granted(0));
+  CHECK(f.client->lines.count(1) == 0); // 1 of 3, not 2
+  f.answer(2, request_kind::acquire, granted(0));
+  CHECK(f.client->lines.count(1) == 0);
+  f.answer(3, request_kind::acquire, granted(0));
+  CHECK(f.client->lines[1].starts_with("OK "));
+}
+
+TEST_CASE("a release nobody waits for is sent again by source after NOSCRIPT, and to a master "
+          "that was down once it is back",
+          "[engine]") {
+  fixture f;
+  f.nodes.up[4] = false;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.answer_all(request_kind::acquire, refused(5000), 2); // failed: released everywhere
+  REQUIRE(f.client->lines[1].starts_with("NOQUORUM"));
+  const auto cleanups = f.nodes.of(request_kind::cleanup);
+  REQUIRE(cleanups.size() == 4); // node 4 is down: it is owed
+  f.nodes.sent.clear();
+  auto noscript = resp("-NOSCRIPT No matching script. Please use EVAL.\r\n");
+  f.engine.on_reply(cleanups[2].node, cleanups[2].tag, *noscript);
+  auto resent = f.nodes.of(request_kind::cleanup);
+  REQUIRE(resent.size() == 1);
+  CHECK(resent[0].node == cleanups[2].node);
+  CHECK(resent[0].bytes.starts_with("*5\r\n$4\r\nEVAL\r\n"));
+  f.nodes.sent.clear();
+  f.nodes.up[4] = true;
+  f.engine.on_node_ready(4);
+  resent = f.nodes.of(request_kind::cleanup);
+  REQUIRE(resent.size() == 1);
+  CHECK(resent[0].node == 4);
+  CHECK(resent[0].bytes == cleanups[0].bytes); // the same owner's release
+  // Not again: the entry is gone once every master answered.
+  auto ok = resp(":-1\r\n");
+  f.engine.on_reply(4, resent[0].tag, *ok);
+  f.nodes.sent.clear();
+  f.engine.on_node_ready(4);
+  CHECK(f.nodes.of(request_kind::cleanup).empty());
 }
 
 TEST_CASE("a master whose clock jumps forward loses its vote and is quarantined",

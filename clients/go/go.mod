@@ -1,0 +1,3 @@
+module redlockd.dev/client
+
+go 1.19

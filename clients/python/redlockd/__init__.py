@@ -1,0 +1,40 @@
+"""Client for redlockd, the Redlock lock daemon (protocol v1). Standard library only.
+
+    import redlockd
+    client = redlockd.Client(["127.0.0.1:7400", "127.0.0.1:7410"])
+    with client.lock("orders:1", ttl=10.0, wait=5.0) as lease:
+        write_with_fence(lease.fence)
+
+One client holds one connection at a time and pipelines every call made on it, from any number
+of threads; replies are matched to requests by order, `LOST` pushes are recognised between them.
+When the connection fails, calls in flight raise `ConnectionLost`, every KEEP lease of that
+connection is marked lost, and the next call connects to the next address of the list.
+
+`redlockd.aio.Client` is the asyncio variant: `async with client.lock(...) as lease:`.
+"""
+
+from ._client import (
+    AuthError,
+    Client,
+    ConnectionLost,
+    Lease,
+    LockBusy,
+    NoQuorum,
+    NotHeld,
+    RedlockdError,
+    ServerError,
+    Unavailable,
+)
+
+__all__ = [
+    "AuthError",
+    "Client",
+    "ConnectionLost",
+    "Lease",
+    "LockBusy",
+    "NoQuorum",
+    "NotHeld",
+    "RedlockdError",
+    "ServerError",
+    "Unavailable",
+]

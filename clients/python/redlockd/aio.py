@@ -1,0 +1,389 @@
+"""The asyncio variant of the redlockd client: the same shapes, awaited.
+
+    import redlockd.aio
+    client = redlockd.aio.Client(["127.0.0.1:7400", "127.0.0.1:7410"])
+    async with client.lock("orders:1", ttl=10.0, wait=5.0) as lease:
+        await write_with_fence(lease.fence)
+
+One connection per client, pipelined: replies are matched to requests by order, LOST pushes are
+recognised between them. Cancelling a call (task.cancel(), asyncio.wait_for) abandons it: its
+reply is still read in turn, and a lock it grants is released at once. Errors are those of
+`redlockd`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import json
+import ssl
+import time
+from typing import Callable, Iterable, Optional, Union
+
+from ._client import (
+    AuthError,
+    ConnectionLost,
+    NotHeld,
+    RedlockdError,
+    ServerError,
+    Unavailable,
+    _error_from_reply,
+    _ms,
+    _parse_address,
+    _token,
+)
+
+__all__ = ["Client", "Lease"]
+
+
+class _Keep:
+    def __init__(self, resource: str, owner: str):
+        self.resource = resource
+        self.owner = owner
+        self.lost = asyncio.Event()
+        self.reason = ""
+        self.callbacks: list[Callable[[], None]] = []
+
+    def mark_lost(self, reason: str) -> None:
+        if self.lost.is_set():
+            return
+        self.reason = reason
+        self.lost.set()
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            asyncio.get_running_loop().call_soon(callback)
+
+
+class _Entry:
+    __slots__ = ("line", "resource", "keep", "is_lock", "future", "state", "wait", "deadline")
+
+    def __init__(self, line: str, resource: str = "", keep: bool = False, is_lock: bool = False,
+                 wait: float = 0.0):
+        self.line = line
+        self.wait = wait
+        self.deadline = 0.0
+        self.resource = resource
+        self.keep = keep
+        self.is_lock = is_lock
+        self.future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.state: Optional[_Keep] = None
+
+
+class _Conn:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, address: str,
+                 timeout: Optional[float] = None):
+        self.address = address
+        self.timeout = timeout
+        self.head_deadline = 0.0
+        self.timer: Optional[asyncio.TimerHandle] = None
+        self.hung = False
+        self.reader = reader
+        self.writer = writer
+        self.pending: collections.deque[_Entry] = collections.deque()
+        self.keeps: dict[str, _Keep] = {}
+        self.closed = False
+        self.task = asyncio.get_running_loop().create_task(self._read())
+
+    def send(self, entry: _Entry) -> bool:
+        if self.closed:
+            return False
+        if self.timeout is not None:
+            loop = asyncio.get_running_loop()
+            entry.deadline = loop.time() + self.timeout + entry.wait
+            if not self.pending:
+                self._time_head(entry.deadline)
+        self.pending.append(entry)  # one thread: append and write are never interleaved
+        self.writer.write(entry.line.encode("ascii") + b"\n")
+        return True
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def _time_head(self, deadline: float) -> None:
+        """Only the head of the queue can be late: the others' replies come after it."""
+        self.head_deadline = deadline
+        if self.timer is None:
+            self.timer = asyncio.get_running_loop().call_at(deadline, self._check)
+
+    def _check(self) -> None:
+        self.timer = None
+        if self.closed or not self.pending:
+            return
+        if asyncio.get_running_loop().time() < self.head_deadline:
+            self.timer = asyncio.get_running_loop().call_at(self.head_deadline, self._check)
+            return
+        self.hung = True
+        self.writer.transport.abort()  # the reader ends and fails everything in flight
+
+    async def _read(self) -> None:
+        reason: BaseException = ConnectionLost(f"{self.address} closed the connection")
+        try:
+            while True:
+                raw = await self.reader.readline()
+                if not raw.endswith(b"\n"):
+                    break
+                self._line(raw[:-1].decode("ascii", "replace").removesuffix("\r"))
+        except (OSError, ValueError, RedlockdError) as error:
+            reason = ConnectionLost(f"connection to {self.address} failed: {error}")
+        finally:
+            self._shut(reason)
+
+    def _line(self, line: str) -> None:
+        if line.startswith("LOST "):  # a push, never a reply
+            parts = line.split(" ")
+            state = self.keeps.pop(parts[2], None) if len(parts) >= 3 else None
+            if state is not None and state.resource == parts[1]:
+                state.mark_lost("the daemon could not renew the lock (LOST)")
+            return
+        if not self.pending:
+            raise ServerError("PROTOCOL", f"a reply with no request waiting for it: {line!r}")
+        entry = self.pending.popleft()
+        if self.pending and self.timeout is not None:
+            now = asyncio.get_running_loop().time()
+            self._time_head(max(self.pending[0].deadline, now + self.timeout))
+        if entry.keep and line.startswith("OK "):
+            entry.state = _Keep(entry.resource, line.split(" ")[1])
+            self.keeps[entry.state.owner] = entry.state
+        if entry.future.cancelled():
+            # The caller gave up; the reply came in its turn. Release what it granted.
+            if entry.is_lock and line.startswith("OK "):
+                owner = line.split(" ")[1]
+                self.keeps.pop(owner, None)
+                unlock = _Entry(f"UNLOCK {entry.resource} {owner}")
+                unlock.future.add_done_callback(lambda f: f.cancelled() or f.exception())
+                self.send(unlock)
+            return
+        entry.future.set_result(line)
+
+    def _shut(self, reason: BaseException) -> None:
+        if self.hung:
+            reason = ConnectionLost(f"no reply from {self.address} within {self.timeout:g} s: "
+                                    f"daemon hung?")
+        if self.timer is not None:
+            self.timer.cancel()
+        self.closed = True
+        self.writer.close()
+        pending, self.pending = list(self.pending), collections.deque()
+        keeps, self.keeps = list(self.keeps.values()), {}
+        for state in keeps:  # first: a caller that sees its call fail finds them lost already
+            state.mark_lost(f"connection to {self.address} lost: {reason}")
+        for entry in pending:
+            if not entry.future.done():
+                entry.future.set_exception(reason)
+
+
+class Lease:
+    """A lock held through redlockd; `async with` releases it, as does `await release()`."""
+
+    def __init__(self, client: "Client", resource: str, owner: str, fence: int, validity: float,
+                 keep: bool, state: Optional[_Keep], conn: Optional[_Conn],
+                 on_lost: Optional[Callable[["Lease"], object]]):
+        self.resource = resource
+        self.owner = owner
+        self.fence = fence
+        self.validity = validity
+        self.keep = keep
+        self.expires_at = time.monotonic() + validity
+        self._client = client
+        self._state = state
+        self._conn = conn
+        self._released = False
+        self.lost = state.lost if state is not None else asyncio.Event()
+        if state is not None and on_lost is not None:
+            def call() -> None:
+                result = on_lost(self)
+                if inspect.isawaitable(result):
+                    asyncio.ensure_future(result)
+            if state.lost.is_set():
+                asyncio.get_running_loop().call_soon(call)
+            else:
+                state.callbacks.append(call)
+
+    @property
+    def lost_reason(self) -> str:
+        return self._state.reason if self._state is not None else ""
+
+    async def extend(self, ttl: float) -> float:
+        validity = await self._client.extend(self.resource, self.owner, ttl)
+        self.validity, self.expires_at = validity, time.monotonic() + validity
+        return validity
+
+    async def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if self._conn is not None:
+            self._conn.keeps.pop(self.owner, None)
+        if self._state is not None:
+            self._state.callbacks = []
+        try:
+            await self._client.unlock(self.resource, self.owner)
+        except (NotHeld, ConnectionError):
+            if not self.lost.is_set():
+                raise
+
+    async def __aenter__(self) -> "Lease":
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        try:
+            await self.release()
+        except RedlockdError:
+            if exc_type is None:
+                raise
+
+
+class _LockContext:
+    def __init__(self, client: "Client", args: tuple, kwargs: dict):
+        self._acquire = lambda: client.acquire(*args, **kwargs)
+        self._lease: Optional[Lease] = None
+
+    async def __aenter__(self) -> Lease:
+        self._lease = await self._acquire()
+        return self._lease
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        await self._lease.__aexit__(exc_type, exc, tb)
+
+
+class Client:
+    """Same arguments as redlockd.Client; create and use it inside a running event loop."""
+
+    def __init__(self, addresses: Union[str, Iterable[str]], *, secret: Optional[str] = None,
+                 tls: Union[None, bool, ssl.SSLContext] = None, server_name: Optional[str] = None,
+                 connect_timeout: float = 5.0, timeout: Optional[float] = 10.0):
+        if isinstance(addresses, str):
+            addresses = addresses.split(",")
+        self._addresses = [_parse_address(a) for a in addresses]
+        if not self._addresses:
+            raise ValueError("at least one address is needed")
+        self._secret = _token(secret, "secret") if secret is not None else None
+        self._timeout = timeout
+        self._tls = ssl.create_default_context() if tls is True else (tls or None)
+        self._server_name = server_name
+        self._connect_timeout = connect_timeout
+        self._conn: Optional[_Conn] = None
+        self._index = 0
+        self._closed = False
+        self._connecting: Optional[asyncio.Lock] = None
+
+    @property
+    def address(self) -> Optional[str]:
+        return self._conn.address if self._conn is not None and not self._conn.closed else None
+
+    async def _connection(self) -> _Conn:
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._closed:
+                raise Unavailable("the client is closed")
+            if self._conn is not None and not self._conn.closed:
+                return self._conn
+            if self._conn is not None:
+                self._conn = None
+                self._index = (self._index + 1) % len(self._addresses)  # fail over
+            problems = []
+            for i in range(len(self._addresses)):
+                index = (self._index + i) % len(self._addresses)
+                host, port = self._addresses[index]
+                try:
+                    conn = await asyncio.wait_for(self._open(host, port), self._connect_timeout)
+                except AuthError:
+                    raise
+                except (OSError, RedlockdError, asyncio.TimeoutError) as error:
+                    problems.append(f"{host}:{port}: {error!r}")
+                    continue
+                self._index, self._conn = index, conn
+                return conn
+            raise Unavailable("no redlockd reachable: " + "; ".join(problems))
+
+    async def _open(self, host: str, port: int) -> _Conn:
+        reader, writer = await asyncio.open_connection(
+            host, port, ssl=self._tls, limit=1 << 20,
+            server_hostname=(self._server_name or host) if self._tls else None)
+        conn = _Conn(reader, writer, f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+                     self._timeout)
+        try:
+            entries = ([_Entry(f"AUTH {self._secret}")] if self._secret is not None else [])
+            entries.append(_Entry("HELLO"))
+            for entry in entries:
+                conn.send(entry)
+            for entry in entries:
+                reply = await entry.future
+                if not reply.startswith("OK"):
+                    raise _error_from_reply(reply)
+            if " proto=1" not in reply:
+                raise ServerError("PROTOCOL", f"not a redlockd speaking protocol 1: {reply!r}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _call(self, entry: _Entry) -> tuple[str, _Conn]:
+        conn = await self._connection()
+        if not conn.send(entry):
+            conn = await self._connection()  # it died just before: the request never left
+            if not conn.send(entry):
+                raise ConnectionLost(f"connection to {conn.address} is closed")
+        return await entry.future, conn
+
+    async def acquire(self, resource: str, ttl: float, *, wait: Optional[float] = None,
+                      keep: bool = False,
+                      on_lost: Optional[Callable[[Lease], object]] = None) -> Lease:
+        line = f"LOCK {_token(resource, 'resource')} {_ms(ttl, 'ttl')}"
+        if wait is not None:
+            line += f" WAIT {_ms(wait, 'wait', minimum=0)}"
+        if keep:
+            line += " KEEP"
+        elif on_lost is not None:
+            raise ValueError("on_lost needs keep=True: a plain lease ends by its TTL")
+        entry = _Entry(line, resource, keep, is_lock=True, wait=wait or 0.0)
+        reply, conn = await self._call(entry)
+        parts = reply.split(" ")
+        if parts[0] != "OK" or len(parts) != 4:
+            raise _error_from_reply(reply, resource)
+        return Lease(self, resource, parts[1], int(parts[2]), int(parts[3]) / 1000.0, keep,
+                     entry.state, conn if keep else None, on_lost)
+
+    def lock(self, resource: str, ttl: float, **kwargs) -> _LockContext:
+        """`async with client.lock(...) as lease:` acquires, and releases when the block ends."""
+        return _LockContext(self, (resource, ttl), kwargs)
+
+    async def unlock(self, resource: str, owner: str) -> None:
+        reply, _ = await self._call(_Entry(f"UNLOCK {_token(resource, 'resource')} "
+                                           f"{_token(owner, 'owner')}"))
+        if reply != "OK":
+            raise _error_from_reply(reply, resource)
+
+    async def extend(self, resource: str, owner: str, ttl: float) -> float:
+        reply, _ = await self._call(_Entry(f"EXTEND {_token(resource, 'resource')} "
+                                           f"{_token(owner, 'owner')} {_ms(ttl, 'ttl')}"))
+        parts = reply.split(" ")
+        if parts[0] != "OK" or len(parts) != 2:
+            raise _error_from_reply(reply, resource)
+        return int(parts[1]) / 1000.0
+
+    async def ping(self) -> None:
+        reply, _ = await self._call(_Entry("PING"))
+        if reply != "PONG":
+            raise _error_from_reply(reply)
+
+    async def info(self) -> dict:
+        reply, _ = await self._call(_Entry("INFO"))
+        if not reply.startswith("OK "):
+            raise _error_from_reply(reply)
+        return json.loads(reply[3:])
+
+    async def close(self) -> None:
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            await asyncio.gather(conn.task, return_exceptions=True)
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
