@@ -279,6 +279,16 @@ void client_session::handle_line(std::string_view line) {
     deliver(seq, format_error(error_code::noauth, "authentication required; send AUTH <secret>"));
     return;
   }
+  // LOCK, UNLOCK and EXTEND replies are counted by outcome when they are written.
+  const request& req_variant = std::get<request>(parsed);
+  if (pending_reply* slot = reply_slot(seq)) {
+    if (std::holds_alternative<lock_request>(req_variant))
+      slot->counted = result_op::lock;
+    else if (std::holds_alternative<unlock_request>(req_variant))
+      slot->counted = result_op::unlock;
+    else if (std::holds_alternative<extend_request>(req_variant))
+      slot->counted = result_op::extend;
+  }
   try {
     std::visit(
         [&](const auto& req) {
@@ -359,8 +369,12 @@ void client_session::write_ready_replies() {
         context_.engine.grant_expired(*head.grant);
         head.pushes.clear(); // a LOST about a lock the client never saw
       }
+      if (head.counted)
+        context_.results.add_reply(*head.counted, line);
       pending_.append(line);
     } else {
+      if (head.counted)
+        context_.results.add_reply(*head.counted, *head.line);
       pending_.append(*head.line);
     }
     pending_.append(head.pushes);

@@ -232,11 +232,10 @@ struct daemon::impl final : node_io {
   metrics_snapshot snapshot() {
     const engine_counters& c = engine.counters();
     metrics_snapshot s;
-    s.results_ok = c.acquired + c.released + c.extended;
-    s.results_busy = c.busy;
-    s.results_noquorum = c.noquorum;
-    s.results_notheld = c.notheld;
-    s.results_error = context.errors;
+    s.version = REDLOCKD_VERSION;
+    s.results = context.results;
+    s.other_errors = context.errors;
+    s.quorum = quorum(cfg.nodes.size());
     s.lost = c.lost;
     s.renewed = c.renewed;
     s.fence_conflicts = c.fence_conflicts;
@@ -251,9 +250,28 @@ struct daemon::impl final : node_io {
     s.uptime_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     for (std::size_t i = 0; i < links.size(); ++i)
       s.nodes.push_back({links[i]->address().to_string(), links[i]->usable(), links[i]->rtt_us(),
-                         engine.status_of(i).remaining_ms});
+                         engine.status_of(i).remaining_ms, node_state(i)});
     s.acquire_latency = &engine.acquire_latency();
+    s.process = read_process_metrics();
     return s;
+  }
+
+  // The master's state as INFO shows it; one of node_states.
+  std::string_view node_state(std::size_t i) {
+    const redis_link& link = *links[i];
+    const auto status = engine.status_of(i);
+    const std::string_view state = state_name(link.current_state());
+    if (state == "ok" && status.reason == lock_engine::quarantine_reason::restart)
+      return "quarantined:restart";
+    if (state == "ok" && status.reason == lock_engine::quarantine_reason::keyloss)
+      return "quarantined:keyloss";
+    if (state == "ok" && status.reason == lock_engine::quarantine_reason::clock)
+      return "quarantined:clock";
+    if (state == "ok" && !link.usable())
+      return "refused:eviction";
+    if (state != "ok" && link.auth_refused())
+      return "down:auth";
+    return state;
   }
 
   std::string hello() const {
@@ -265,19 +283,8 @@ struct daemon::impl final : node_io {
     for (std::size_t i = 0; i < links.size(); ++i) {
       const redis_link& link = *links[i];
       const auto status = engine.status_of(i);
-      std::string state(state_name(link.current_state()));
-      if (state == "ok" && status.reason == lock_engine::quarantine_reason::restart)
-        state = "quarantined:restart";
-      else if (state == "ok" && status.reason == lock_engine::quarantine_reason::keyloss)
-        state = "quarantined:keyloss";
-      else if (state == "ok" && status.reason == lock_engine::quarantine_reason::clock)
-        state = "quarantined:clock";
-      else if (state == "ok" && !link.usable())
-        state = "refused:eviction";
-      else if (state != "ok" && link.auth_refused())
-        state = "down:auth";
       nodes.push_back({{"address", link.address().to_string()},
-                       {"state", state},
+                       {"state", std::string(node_state(i))},
                        {"rtt_us", link.rtt_us()},
                        {"quarantined_ms", status.remaining_ms},
                        {"evicts_keys", link.unsafe()}});

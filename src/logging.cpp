@@ -5,10 +5,15 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/systemd_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace redlockd {
 namespace {
@@ -38,7 +43,28 @@ class json_formatter final : public spdlog::formatter {
   }
 };
 
+// systemd sets JOURNAL_STREAM to "<device>:<inode>" of the journal stream it connects to stderr.
+// It is inherited, so it counts only while stderr is still that stream.
+bool stderr_is_journal() {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  if (stream == nullptr)
+    return false;
+  unsigned long long device = 0;
+  unsigned long long inode = 0;
+  if (std::sscanf(stream, "%llu:%llu", &device, &inode) != 2)
+    return false;
+  struct stat st {};
+  if (fstat(STDERR_FILENO, &st) != 0)
+    return false;
+  return static_cast<unsigned long long>(st.st_dev) == device &&
+         static_cast<unsigned long long>(st.st_ino) == inode;
+}
+
 spdlog::sink_ptr make_sink(const config& cfg) {
+  // Under systemd, records go to the journal directly, each with its priority (journalctl -p
+  // warning shows warnings and worse); the journal keeps the time, so only the message is sent.
+  if (cfg.log_file.empty() && stderr_is_journal())
+    return std::make_shared<spdlog::sinks::systemd_sink_mt>("redlockd");
   if (cfg.log_file.empty())
     return std::make_shared<spdlog::sinks::stderr_sink_mt>();
   return std::make_shared<spdlog::sinks::basic_file_sink_mt>(cfg.log_file, false);

@@ -1,12 +1,19 @@
 #include "redlockd/metrics.hpp"
 
+#include <array>
+#include <cstdint>
 #include <cstdio>
+#include <utility>
 
 namespace redlockd {
 namespace {
 
 // Shortest text that reads back as the same double (Prometheus accepts any float syntax).
 std::string number(double value) {
+  // Integral values (byte counts, descriptors, epoch seconds) as integers, not as 8e+06.
+  if (value == static_cast<double>(static_cast<std::int64_t>(value)) &&
+      value < 9007199254740992.0 && value > -9007199254740992.0)
+    return std::to_string(static_cast<std::int64_t>(value));
   char text[32];
   std::snprintf(text, sizeof text, "%.17g", value);
   // Prefer the short form when it is exact.
@@ -62,17 +69,48 @@ std::string escape_label(std::string_view value) {
   return out;
 }
 
+void result_counters::add_reply(result_op op, std::string_view line) {
+  const std::string_view word = line.substr(0, line.find_first_of(" \r\n"));
+  if (word == "OK")
+    add(op, result_outcome::ok);
+  else if (word == "BUSY")
+    add(op, result_outcome::busy);
+  else if (word == "NOQUORUM")
+    add(op, result_outcome::noquorum);
+  else if (word == "NOTHELD")
+    add(op, result_outcome::notheld);
+  else
+    add(op, result_outcome::error);
+}
+
 std::string render_metrics(const metrics_snapshot& s) {
   std::string out;
+  family(out, "redlockd_build_info", "gauge", "Always 1; the version of the running daemon.");
+  sample(out, "redlockd_build_info", label("version", s.version), "1");
+
   family(out, "redlockd_results_total", "counter",
-         "Requests answered, by outcome (ok covers LOCK, UNLOCK and EXTEND successes).");
-  sample(out, "redlockd_results_total", label("outcome", "ok"), std::to_string(s.results_ok));
-  sample(out, "redlockd_results_total", label("outcome", "busy"), std::to_string(s.results_busy));
-  sample(out, "redlockd_results_total", label("outcome", "noquorum"),
-         std::to_string(s.results_noquorum));
-  sample(out, "redlockd_results_total", label("outcome", "notheld"),
-         std::to_string(s.results_notheld));
-  sample(out, "redlockd_results_total", label("outcome", "error"), std::to_string(s.results_error));
+         "Replies to LOCK, UNLOCK and EXTEND by op and outcome; op=\"other\" counts ERR replies "
+         "to anything else (bad requests, refused AUTH).");
+  constexpr std::array<std::pair<result_op, std::string_view>, 3> ops = {
+      {{result_op::lock, "lock"}, {result_op::unlock, "unlock"}, {result_op::extend, "extend"}}};
+  constexpr std::array<std::pair<result_outcome, std::string_view>, 5> outcomes = {
+      {{result_outcome::ok, "ok"},
+       {result_outcome::busy, "busy"},
+       {result_outcome::noquorum, "noquorum"},
+       {result_outcome::notheld, "notheld"},
+       {result_outcome::error, "error"}}};
+  for (const auto& [op, op_name] : ops)
+    for (const auto& [outcome, outcome_name] : outcomes) {
+      // LOCK cannot be NOTHELD, UNLOCK and EXTEND cannot be BUSY: no series that is always 0.
+      if ((op == result_op::lock && outcome == result_outcome::notheld) ||
+          (op != result_op::lock && outcome == result_outcome::busy))
+        continue;
+      sample(out, "redlockd_results_total",
+             label("op", op_name) + "," + label("outcome", outcome_name),
+             std::to_string(s.results.get(op, outcome)));
+    }
+  sample(out, "redlockd_results_total", label("op", "other") + "," + label("outcome", "error"),
+         std::to_string(s.other_errors));
 
   family(out, "redlockd_lost_total", "counter", "KEEP locks that could not be renewed (LOST).");
   sample(out, "redlockd_lost_total", "", std::to_string(s.lost));
@@ -118,6 +156,20 @@ std::string render_metrics(const metrics_snapshot& s) {
     if (n.rtt_us >= 0)
       sample(out, "redlockd_node_rtt_seconds", label("node", n.address),
              number(static_cast<double>(n.rtt_us) / 1e6));
+  family(out, "redlockd_node_state", "gauge",
+         "1 for the master's current state (as in INFO), 0 for the others.");
+  for (const auto& n : s.nodes)
+    for (const std::string_view state : node_states)
+      sample(out, "redlockd_node_state", label("node", n.address) + "," + label("state", state),
+             state == n.state ? "1" : "0");
+  std::size_t voting = 0;
+  for (const auto& n : s.nodes)
+    voting += n.state == "ok" ? 1 : 0;
+  family(out, "redlockd_quorum", "gauge", "Votes a lock needs: a majority of the masters.");
+  sample(out, "redlockd_quorum", "", std::to_string(s.quorum));
+  family(out, "redlockd_nodes_voting", "gauge",
+         "Masters whose votes count now (state ok); below redlockd_quorum no lock is granted.");
+  sample(out, "redlockd_nodes_voting", "", std::to_string(voting));
   family(out, "redlockd_node_quarantine_seconds", "gauge",
          "Time left before the master's votes count again (0: not quarantined).");
   for (const auto& n : s.nodes)
@@ -134,6 +186,24 @@ std::string render_metrics(const metrics_snapshot& s) {
   sample(out, "redlockd_fence_high_water", "", std::to_string(s.fence_high_water));
   family(out, "redlockd_uptime_seconds", "gauge", "Seconds since the daemon started.");
   sample(out, "redlockd_uptime_seconds", "", number(s.uptime_seconds));
+
+  if (s.process.valid) {
+    const process_metrics& p = s.process;
+    family(out, "process_cpu_seconds_total", "counter",
+           "Total user and system CPU time spent in seconds.");
+    sample(out, "process_cpu_seconds_total", "", number(p.cpu_seconds));
+    family(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    sample(out, "process_resident_memory_bytes", "", number(p.resident_bytes));
+    family(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    sample(out, "process_virtual_memory_bytes", "", number(p.virtual_bytes));
+    family(out, "process_open_fds", "gauge", "Number of open file descriptors.");
+    sample(out, "process_open_fds", "", number(p.open_fds));
+    family(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.");
+    sample(out, "process_max_fds", "", number(p.max_fds));
+    family(out, "process_start_time_seconds", "gauge",
+           "Start time of the process since unix epoch in seconds.");
+    sample(out, "process_start_time_seconds", "", number(p.start_time_seconds));
+  }
   return out;
 }
 

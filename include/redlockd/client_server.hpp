@@ -4,6 +4,7 @@
 #include "redlockd/auth.hpp"
 #include "redlockd/config.hpp"
 #include "redlockd/lock_engine.hpp"
+#include "redlockd/metrics.hpp"
 #include "redlockd/net.hpp"
 #include "redlockd/protocol.hpp"
 #include "redlockd/status_query.hpp"
@@ -35,8 +36,10 @@ struct session_context {
   std::shared_ptr<spdlog::logger> log;
   // Set when the daemon stops: new LOCKs are refused with ERR SHUTTING_DOWN.
   bool shutting_down = false;
-  // ERR replies sent (bad requests, refusals), for /metrics.
+  // ERR replies sent to anything but LOCK, UNLOCK and EXTEND (bad requests, refusals), and the
+  // replies to those three by outcome, for /metrics.
   std::uint64_t errors = 0;
+  result_counters results{};
   // Refused AUTH attempts, for INFO and /metrics; their log lines are rate-limited.
   std::uint64_t auth_failures = 0;
   log_budget auth_failure_log{10};
@@ -120,6 +123,8 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
     std::optional<std::string> line;
     std::optional<grant_reply> grant; // an OK whose validity is counted when it is written
     std::string pushes;               // LOST lines that must follow this reply
+    // LOCK, UNLOCK and EXTEND: the reply is counted by outcome (/metrics) when it is written.
+    std::optional<result_op> counted;
     bool ready() const { return line || grant; }
   };
   pending_reply* reply_slot(std::uint64_t seq); // null if already written or closed

@@ -1,4 +1,5 @@
-// The daemon's logger: text or JSON lines, to stderr (journald) or a file that SIGHUP reopens.
+// The daemon's logger: text or JSON lines to stderr or a file that SIGHUP reopens; under systemd
+// (JOURNAL_STREAM names stderr) records go to the journal with their priority.
 #pragma once
 
 #include "redlockd/config.hpp"

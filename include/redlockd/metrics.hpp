@@ -30,20 +30,63 @@ class latency_histogram {
   std::uint64_t count_ = 0;
 };
 
+// Replies to client requests, by request and outcome (redlockd_results_total{op,outcome}).
+enum class result_op : std::uint8_t { lock, unlock, extend, other };
+enum class result_outcome : std::uint8_t { ok, busy, noquorum, notheld, error };
+
+class result_counters {
+ public:
+  static constexpr std::size_t ops = 4;
+  static constexpr std::size_t outcomes = 5;
+
+  void add(result_op op, result_outcome outcome) {
+    ++counts_[static_cast<std::size_t>(op)][static_cast<std::size_t>(outcome)];
+  }
+  // Counts the reply line to a LOCK, UNLOCK or EXTEND by its first word.
+  void add_reply(result_op op, std::string_view line);
+  std::uint64_t get(result_op op, result_outcome outcome) const {
+    return counts_[static_cast<std::size_t>(op)][static_cast<std::size_t>(outcome)];
+  }
+
+ private:
+  std::array<std::array<std::uint64_t, outcomes>, ops> counts_{};
+};
+
+// The node states of INFO; /metrics shows each as redlockd_node_state{node,state} 0 or 1.
+inline constexpr std::array<std::string_view, 8> node_states = {"ok",
+                                                                "connecting",
+                                                                "down",
+                                                                "down:auth",
+                                                                "quarantined:restart",
+                                                                "quarantined:keyloss",
+                                                                "quarantined:clock",
+                                                                "refused:eviction"};
+
 struct node_metrics {
   std::string address;
   bool up = false;
   std::int64_t rtt_us = -1; // -1: not measured yet
   std::int64_t quarantined_ms = 0;
+  std::string_view state = "connecting"; // one of node_states
+};
+
+// The process_* metrics every Prometheus client library exports, read from /proc.
+struct process_metrics {
+  bool valid = false; // false: /proc could not be read; no process_* samples
+  double cpu_seconds = 0;
+  double resident_bytes = 0;
+  double virtual_bytes = 0;
+  double open_fds = 0;
+  double max_fds = 0;
+  double start_time_seconds = 0; // since the Unix epoch
 };
 
 // Everything /metrics shows, gathered by the I/O layer.
 struct metrics_snapshot {
-  std::uint64_t results_ok = 0;
-  std::uint64_t results_busy = 0;
-  std::uint64_t results_noquorum = 0;
-  std::uint64_t results_notheld = 0;
-  std::uint64_t results_error = 0;
+  std::string_view version;
+  result_counters results;
+  std::uint64_t other_errors = 0; // ERR replies to anything but LOCK, UNLOCK and EXTEND
+  std::size_t quorum = 0;         // votes a lock needs
   std::uint64_t lost = 0;
   std::uint64_t renewed = 0;
   std::uint64_t fence_conflicts = 0;
@@ -58,6 +101,7 @@ struct metrics_snapshot {
   double uptime_seconds = 0;
   std::vector<node_metrics> nodes;
   const latency_histogram* acquire_latency = nullptr;
+  process_metrics process;
 };
 
 std::string render_metrics(const metrics_snapshot& snapshot);

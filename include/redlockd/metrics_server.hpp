@@ -14,6 +14,12 @@ class logger;
 
 namespace redlockd {
 
+struct process_metrics;
+
+// This process's CPU time, memory, descriptors and start time from /proc/self (Linux); valid is
+// false when /proc cannot be read.
+process_metrics read_process_metrics();
+
 class metrics_server {
  public:
   struct handlers {

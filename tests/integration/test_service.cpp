@@ -117,19 +117,39 @@ TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integr
   REQUIRE(grant);
   CHECK(starts_with(client.request("LOCK m 10000"), "BUSY"));
   CHECK(client.request("UNLOCK m " + grant->owner) == "OK");
+  CHECK(client.request("EXTEND m " + grant->owner + " 10000") == "NOTHELD");
   CHECK(starts_with(client.request("LOCK"), "ERR SYNTAX"));
 
   const http_response response = http_get(metrics_port, "/metrics");
   CHECK(response.status == 200);
   CHECK(response.headers.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
   const auto samples = parse_exposition(response.body);
-  CHECK(samples.at(R"(redlockd_results_total{outcome="ok"})") == 2);
-  CHECK(samples.at(R"(redlockd_results_total{outcome="busy"})") == 1);
-  CHECK(samples.at(R"(redlockd_results_total{outcome="error"})") == 1);
+  CHECK(samples.at(R"(redlockd_results_total{op="lock",outcome="ok"})") == 1);
+  CHECK(samples.at(R"(redlockd_results_total{op="lock",outcome="busy"})") == 1);
+  CHECK(samples.at(R"(redlockd_results_total{op="lock",outcome="noquorum"})") == 0);
+  CHECK(samples.at(R"(redlockd_results_total{op="unlock",outcome="ok"})") == 1);
+  CHECK(samples.at(R"(redlockd_results_total{op="extend",outcome="notheld"})") == 1);
+  CHECK(samples.at(R"(redlockd_results_total{op="extend",outcome="ok"})") == 0);
+  CHECK(samples.at(R"(redlockd_results_total{op="other",outcome="error"})") == 1);
+  CHECK(samples.at("redlockd_build_info{version=\"" REDLOCKD_VERSION "\"}") == 1);
   CHECK(samples.at("redlockd_clients") == 1);
   CHECK(samples.at("redlockd_fence_high_water") >= static_cast<double>(grant->fence));
-  for (const auto& address : fleet.addresses())
+  for (const auto& address : fleet.addresses()) {
     CHECK(samples.at("redlockd_node_up{node=\"" + address + "\"}") == 1);
+    CHECK(samples.at("redlockd_node_state{node=\"" + address + "\",state=\"ok\"}") == 1);
+    CHECK(samples.at("redlockd_node_state{node=\"" + address + "\",state=\"down\"}") == 0);
+  }
+  CHECK(samples.at("redlockd_quorum") == 3);
+  CHECK(samples.at("redlockd_nodes_voting") == 5);
+  // The process_* metrics of every Prometheus client library, from /proc.
+  CHECK(samples.at("process_cpu_seconds_total") >= 0); // in clock ticks: 0 for a short run
+  CHECK(samples.at("process_resident_memory_bytes") > 1e6);
+  CHECK(samples.at("process_open_fds") >= 7); // the listeners, five masters, this scrape
+  CHECK(samples.at("process_max_fds") >= samples.at("process_open_fds"));
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  CHECK(samples.at("process_start_time_seconds") <= now + 1);
+  CHECK(samples.at("process_start_time_seconds") > now - 600);
 
   // Buckets are cumulative and +Inf equals the count.
   double previous = 0;

@@ -2,7 +2,8 @@
 # Checks the systemd units, the Dockerfile and the docker-compose file without a running systemd
 # or Docker engine:
 #   tests/packaging/check_packaging.sh [BUILD_DIR | REDLOCKD_BINARY]
-# BUILD_DIR: a CMake build directory; its redlockd and its configured redlockd.service are used.
+# BUILD_DIR: a CMake build directory; its redlockd is used, and the unit `cmake --install
+# BUILD_DIR --prefix /usr` renders (installed into a scratch DESTDIR).
 # REDLOCKD_BINARY: a built redlockd; the unit is rendered from config/redlockd.service.in.
 # Without an argument the unit is rendered from the template with ExecStart pointed at true(1),
 # and the --check-config checks are skipped.
@@ -22,7 +23,13 @@ if [ $# -gt 1 ]; then
 elif [ $# -eq 1 ] && [ -d "$1" ]; then
   build=$(cd "$1" && pwd)
   [ -x "$build/redlockd" ] && binary=$build/redlockd
-  [ -f "$build/redlockd.service" ] && unit_source=$build/redlockd.service
+  if DESTDIR=$work/root cmake --install "$build" --prefix /usr >"$work/install.log" 2>&1; then
+    unit_source=$work/root/usr/lib/systemd/system/redlockd.service
+  else
+    echo "check_packaging: cmake --install $build --prefix /usr failed:" >&2
+    cat "$work/install.log" >&2
+    exit 1
+  fi
 elif [ $# -eq 1 ] && [ -f "$1" ] && [ -x "$1" ]; then
   binary=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 elif [ $# -eq 1 ]; then
@@ -69,7 +76,9 @@ have() { # command, Debian package
 verify_unit() { # unit file
   have systemd-analyze systemd || return 1
   local out status
-  out=$(systemd-analyze verify "$1" 2>&1)
+  # --man=no: Documentation=man:... pages are not installed here; the .deb test
+  # (check_deb.sh) verifies them on the installed package.
+  out=$(systemd-analyze verify --man=no "$1" 2>&1)
   status=$?
   if [ $status -ne 0 ] || printf '%s\n' "$out" | grep -qF "$(basename "$1")"; then
     printf '%s\n' "$out"
@@ -161,6 +170,22 @@ master_unit_delays_restart() {
 }
 check "redis-master@.service: delayed restart (RestartSec >= 60 s, tied to max_ttl_ms)" \
   master_unit_delays_restart
+
+# Debian's redis-server package makes /etc/redis redis:redis 2770: the unit's dynamic user
+# cannot read a config there, and the master would not start.
+master_config_readable() {
+  local config
+  config=$(setting "$master_unit" ExecStart | awk '{print $2}')
+  case "$config" in
+    /etc/redis/*) echo "ExecStart reads $config, unreadable for DynamicUser=yes"; return 1 ;;
+    /*.conf) ;;
+    *) echo "ExecStart's second word is not a config file: $config"; return 1 ;;
+  esac
+  grep -q "^# .*install .*-m 0644 redis-master.conf $config" "$master_unit" ||
+    { echo "the unit's comment does not tell how to install $config (mode 0644)"; return 1; }
+}
+check "redis-master@.service: config outside /etc/redis, installed readable for its DynamicUser" \
+  master_config_readable
 
 master_conf() {
   local conf=$root/config/redis-master.conf missing=() want

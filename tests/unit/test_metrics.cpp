@@ -33,17 +33,51 @@ TEST_CASE("the exposition has HELP and TYPE per family and cumulative buckets", 
   h.record(3ms);
   h.record(3ms);
   metrics_snapshot s;
-  s.results_ok = 7;
-  s.results_error = 1;
+  s.version = "1.2.3";
+  for (int i = 0; i < 7; ++i)
+    s.results.add_reply(result_op::lock, "OK 9f1c 1 29696\n");
+  s.results.add_reply(result_op::extend, "NOQUORUM 2 3\n");
+  s.results.add_reply(result_op::unlock, "NOTHELD\n");
+  s.results.add_reply(result_op::lock, "ERR TOO_MANY too many waiters\n");
+  s.other_errors = 1;
+  s.quorum = 2;
   s.master_key_losses = 2;
   s.auth_failures = 4;
-  s.nodes = {{"127.0.0.1:7001", true, 350, 0}, {"we\"ird\\node", false, -1, 1500}};
+  s.nodes = {{"127.0.0.1:7001", true, 350, 0, "ok"},
+             {"we\"ird\\node", false, -1, 1500, "quarantined:restart"}};
   s.acquire_latency = &h;
+  s.process = {true, 1.5, 8e6, 2e8, 12, 65536, 1763900000.25};
   const std::string text = render_metrics(s);
 
+  CHECK(text.find("redlockd_build_info{version=\"1.2.3\"} 1\n") != std::string::npos);
   CHECK(text.find("# TYPE redlockd_results_total counter\n") != std::string::npos);
-  CHECK(text.find("redlockd_results_total{outcome=\"ok\"} 7\n") != std::string::npos);
-  CHECK(text.find("redlockd_results_total{outcome=\"error\"} 1\n") != std::string::npos);
+  CHECK(text.find("redlockd_results_total{op=\"lock\",outcome=\"ok\"} 7\n") != std::string::npos);
+  CHECK(text.find("redlockd_results_total{op=\"lock\",outcome=\"error\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_results_total{op=\"extend\",outcome=\"noquorum\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_results_total{op=\"unlock\",outcome=\"notheld\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_results_total{op=\"unlock\",outcome=\"ok\"} 0\n") != std::string::npos);
+  CHECK(text.find("redlockd_results_total{op=\"other\",outcome=\"error\"} 1\n") !=
+        std::string::npos);
+  // No series that cannot move: LOCK is never NOTHELD, UNLOCK never BUSY.
+  CHECK(text.find("{op=\"lock\",outcome=\"notheld\"}") == std::string::npos);
+  CHECK(text.find("{op=\"unlock\",outcome=\"busy\"}") == std::string::npos);
+  CHECK(text.find("redlockd_node_state{node=\"127.0.0.1:7001\",state=\"ok\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_node_state{node=\"127.0.0.1:7001\",state=\"down\"} 0\n") !=
+        std::string::npos);
+  CHECK(text.find(
+            "redlockd_node_state{node=\"we\\\"ird\\\\node\",state=\"quarantined:restart\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("redlockd_quorum 2\n") != std::string::npos);
+  CHECK(text.find("redlockd_nodes_voting 1\n") != std::string::npos);
+  CHECK(text.find("process_cpu_seconds_total 1.5\n") != std::string::npos);
+  CHECK(text.find("process_resident_memory_bytes 8000000\n") != std::string::npos);
+  CHECK(text.find("process_open_fds 12\n") != std::string::npos);
+  CHECK(text.find("process_max_fds 65536\n") != std::string::npos);
+  CHECK(text.find("process_start_time_seconds 1763900000.25\n") != std::string::npos);
   CHECK(text.find("redlockd_master_faults_total{kind=\"key_loss\"} 2\n") != std::string::npos);
   CHECK(text.find("redlockd_master_faults_total{kind=\"restart\"} 0\n") != std::string::npos);
   CHECK(text.find("# TYPE redlockd_auth_failures_total counter\n") != std::string::npos);
