@@ -174,7 +174,7 @@ TEST_CASE("status_reader asks every eligible master and answers when all did", "
   CHECK(sink->lines.size() == 1);
 }
 
-TEST_CASE("status_reader: silent masters time out; nobody eligible is NOQUORUM at once",
+TEST_CASE("status_reader: silent masters time out, and nobody eligible is NOQUORUM at once",
           "[status]") {
   config cfg;
   fake_io io(cfg.nodes.size());
