@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "history.hpp"
@@ -97,8 +98,10 @@ int run_client(const client_options& options) {
   history_writer history(options.history_file);
   register_client store(options.register_socket);
   std::optional<test::line_client> daemon;
-  std::uint64_t connection = 0;    // which connection `daemon` is: a KEEP lock lives on one
-  std::vector<std::string> pushes; // LOST lines not yet consumed
+  std::uint64_t connection = 0; // which connection `daemon` is: a KEEP lock lives on one
+  // LOST lines not yet consumed, with when they were read: the client reads its connection
+  // whenever it waits, so that is within a few ms of when the daemon wrote them.
+  std::vector<std::pair<std::string, std::int64_t>> pushes;
   std::uint64_t sequence = 0;
 
   auto base = [&](const std::string& kind, const std::string& resource) {
@@ -125,7 +128,7 @@ int run_client(const client_options& options) {
       for (;;) {
         std::string reply = daemon->read_line();
         if (reply.rfind("LOST ", 0) == 0) {
-          pushes.push_back(std::move(reply));
+          pushes.emplace_back(std::move(reply), monotonic_ns());
           continue;
         }
         return reply;
@@ -150,28 +153,32 @@ int run_client(const client_options& options) {
       if (const auto line = daemon->try_read_line(std::max(left, std::chrono::milliseconds(1)))) {
         if (line->rfind("LOST ", 0) != 0)
           throw std::runtime_error("unexpected line from the daemon: " + *line);
-        pushes.push_back(*line);
+        pushes.emplace_back(*line, monotonic_ns());
       } else if (std::chrono::steady_clock::now() - before < 5ms) {
         std::this_thread::sleep_for(10ms); // closed: the next request will say so
       }
     }
   };
-  // True (and the LOST push consumed) when the daemon pushed LOST for this lock.
-  auto take_lost = [&](const std::string& resource, const std::string& owner) -> std::string {
+  // The LOST push for this lock and when it was read (consumed), if the daemon sent one.
+  auto take_lost =
+      [&](const std::string& resource,
+          const std::string& owner) -> std::optional<std::pair<std::string, std::int64_t>> {
     const std::string wanted = "LOST " + resource + " " + owner;
     for (auto it = pushes.begin(); it != pushes.end(); ++it)
-      if (*it == wanted) {
-        std::string found = *it;
+      if (it->first == wanted) {
+        auto found = *it;
         pushes.erase(it);
         return found;
       }
-    return {};
+    return std::nullopt;
   };
+  // The holder learnt at `when_ns` that its KEEP lock is gone.
   auto record_lost = [&](const std::string& resource, const std::string& owner,
-                         const std::string& why) {
+                         const std::string& why, std::int64_t when_ns) {
     operation lost = base("lost", resource);
     lost.owner = owner;
-    lost.complete_ns = lost.invoke_ns;
+    lost.invoke_ns = when_ns;
+    lost.complete_ns = when_ns;
     lost.outcome = "ok";
     lost.reply = why;
     history.record(lost);
@@ -272,14 +279,16 @@ int run_client(const client_options& options) {
         ping.complete_ns = monotonic_ns();
         ping.reply = pong.value_or(error);
         ping.outcome = !pong ? "info" : *pong == "PONG" ? "ok" : "fail";
-        if (const auto why = take_lost(resource, grant->owner); !why.empty()) {
+        if (const auto push = take_lost(resource, grant->owner)) {
           ping.outcome = "fail"; // the LOST came first
           history.record(ping);
-          record_lost(resource, grant->owner, why);
+          record_lost(resource, grant->owner, push->first, push->second);
           lost = true;
         } else if (!pong || *pong != "PONG" || connection != lock_connection) {
           history.record(ping);
-          record_lost(resource, grant->owner, "connection: " + ping.reply);
+          // The connection may have broken any time since the last PONG: count it from the
+          // PING (the window ends earlier anyway, at the last PONG + ttl/4).
+          record_lost(resource, grant->owner, "connection: " + ping.reply, ping.invoke_ns);
           daemon.reset(); // the daemon releases a KEEP lock whose connection closed
           lost = true;
         } else {
@@ -327,9 +336,9 @@ int run_client(const client_options& options) {
     unlock.outcome = !unlock_reply ? "info" : *unlock_reply == "OK" ? "ok" : "fail";
     history.record(unlock);
     if (keep)
-      if (const auto why = take_lost(resource, grant->owner); !why.empty())
-        record_lost(resource, grant->owner, why); // arrived before the UNLOCK's reply
-    pushes.clear();                               // LOSTs of locks this client no longer holds
+      if (const auto push = take_lost(resource, grant->owner)) // came before the UNLOCK's reply
+        record_lost(resource, grant->owner, push->first, push->second);
+    pushes.clear(); // LOSTs of locks this client no longer holds
   }
   return 0;
 }

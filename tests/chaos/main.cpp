@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "chaos_daemon.hpp"
@@ -123,7 +125,8 @@ struct run_report {
   stale_write_counts stale;
   register_state store;
   std::int64_t liveness_max_ms = 0;
-  std::string detected; // what the daemons said they noticed
+  std::string detected;  // what the daemons said they noticed
+  std::string artifacts; // where the histories and logs of a failed run were copied
   std::size_t grants = 0;
   std::size_t writes = 0;
   std::size_t min_grants = 0;
@@ -674,6 +677,7 @@ class cluster {
   const std::string& detected() const { return detected_; }
   const std::vector<std::pair<int, std::int64_t>>& kills() const { return kills_; }
   register_state store_state() const { return store_.snapshot(); }
+  const fs::path& work_path() const { return work_.path(); }
   std::size_t daemon_count() const { return daemons_.size(); }
   std::mt19937_64& random() { return random_; }
   void note_heal() { last_fault_end_ns_ = monotonic_ns(); }
@@ -1074,6 +1078,27 @@ void run_cycle(cluster& c, const run_spec& spec, int k) {
   }
 }
 
+bool judge(const run_report& r, std::string& why);
+
+// Copies the histories and the daemons' logs of a failed run to
+// $REDLOCKD_CHAOS_ARTIFACTS (default /tmp/redlockd-chaos-artifacts)/<schedule>-<pid>-<n>/.
+void keep_artifacts(const fs::path& work, run_report& report) {
+  static int n = 0;
+  const char* env = std::getenv("REDLOCKD_CHAOS_ARTIFACTS");
+  const fs::path root = env != nullptr && *env != '\0' ? env : "/tmp/redlockd-chaos-artifacts";
+  const fs::path dest = root / (report.schedule + (report.weakened ? "-weakened-" : "-") +
+                                std::to_string(::getpid()) + "-" + std::to_string(++n));
+  std::error_code ec;
+  for (const auto& entry : fs::recursive_directory_iterator(work, ec)) {
+    if (!entry.is_regular_file())
+      continue;
+    const auto target = dest / fs::relative(entry.path(), work);
+    fs::create_directories(target.parent_path(), ec);
+    fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, ec);
+  }
+  report.artifacts = dest.string();
+}
+
 run_report run_one(const run_spec& spec) {
   run_report report;
   report.schedule = spec.schedule;
@@ -1127,6 +1152,9 @@ run_report run_one(const run_spec& spec) {
     report.writes = final_store.writes_accepted;
     for (const auto& f : c.faults())
       ++report.faults[f.kind];
+    std::string why;
+    if (!judge(report, why))
+      keep_artifacts(c.work_path(), report);
   } catch (const std::exception& e) {
     report.error = e.what();
   }
@@ -1162,6 +1190,8 @@ void print_report(const run_report& r) {
     std::cout << "  fault bit: " << (b.met ? "yes" : "NO ") << "  " << b.what << "\n";
   for (const auto& e : r.client_exits)
     std::cout << "  CLIENT: " << e << "\n";
+  if (!r.artifacts.empty())
+    std::cout << "histories and daemon logs kept in " << r.artifacts << "\n";
   std::cout << "liveness: slowest lock after heal " << r.liveness_max_ms << " ms\n";
   std::cout << "checkers (violations / checked):\n";
   for (const auto& c : r.checks) {
