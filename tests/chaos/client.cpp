@@ -267,7 +267,7 @@ int run_client(const client_options& options) {
       const auto hold_until = std::chrono::steady_clock::now() + hold();
       const auto lock_connection = connection;
       bool lost = false;
-      while (!lost && std::chrono::steady_clock::now() < hold_until) {
+      while (!lost && std::chrono::steady_clock::now() < hold_until && !stopped()) {
         const auto elements = read_register(resource, grant->fence);
         if (!elements)
           break;

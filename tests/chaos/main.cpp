@@ -1209,7 +1209,15 @@ void print_report(const run_report& r) {
 bool judge(const run_report& r, std::string& why) {
   const auto problems = r.validity_problems();
   if (!problems.empty()) {
-    why = "the run proves nothing:";
+    why = "the run proves nothing";
+    if (r.all_violations() > 0) {
+      why += " (the checkers found " + std::to_string(r.all_violations()) + " violation(s):";
+      for (const auto& c : r.checks)
+        if (c.violations > 0)
+          why += " [" + c.name + ": " + std::to_string(c.violations) + "]";
+      why += ")";
+    }
+    why += ":";
     for (const auto& p : problems)
       why += "\n    - " + p;
     return false;
