@@ -16,6 +16,8 @@
 #include <sys/un.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
+#include <vector>
 
 #include "history.hpp"
 #include "line_client.hpp"
@@ -88,9 +90,18 @@ int run_client(const client_options& options) {
   auto uniform = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(random);
   };
+  const bool keep = options.mode == "keep";
+  const bool wait = options.mode == "wait";
+  const bool extend = options.mode == "extend";
+  if (!keep && !wait && !extend && options.mode != "lease")
+    throw std::runtime_error("unknown client mode " + options.mode);
   history_writer history(options.history_file);
   register_client store(options.register_socket);
   std::optional<test::line_client> daemon;
+  std::uint64_t connection = 0; // which connection `daemon` is: a KEEP lock lives on one
+  // LOST lines not yet consumed, with when they were read: the client reads its connection
+  // whenever it waits, so that is within a few ms of when the daemon wrote them.
+  std::vector<std::pair<std::string, std::int64_t>> pushes;
   std::uint64_t sequence = 0;
 
   auto base = [&](const std::string& kind, const std::string& resource) {
@@ -102,17 +113,109 @@ int run_client(const client_options& options) {
     op.invoke_ns = monotonic_ns();
     return op;
   };
-  // One request to the daemon; std::nullopt (and a dropped connection) when it broke.
-  auto ask = [&](const std::string& line, std::string& error) -> std::optional<std::string> {
+  const auto reply_timeout = std::chrono::milliseconds(options.reply_timeout_ms);
+  // One request to the daemon; std::nullopt (and a dropped connection) when it broke. LOST
+  // pushes met before the reply are kept in `pushes`.
+  auto ask = [&](const std::string& line, std::chrono::milliseconds timeout,
+                 std::string& error) -> std::optional<std::string> {
     try {
-      if (!daemon)
-        daemon.emplace(options.daemon_port, std::chrono::milliseconds(options.reply_timeout_ms));
-      return daemon->request(line);
+      if (!daemon) {
+        daemon.emplace(options.daemon_port, timeout);
+        ++connection;
+      }
+      daemon->set_timeout(timeout);
+      daemon->send(line + "\n");
+      for (;;) {
+        std::string reply = daemon->read_line();
+        if (reply.rfind("LOST ", 0) == 0) {
+          pushes.emplace_back(std::move(reply), monotonic_ns());
+          continue;
+        }
+        return reply;
+      }
     } catch (const std::exception& e) {
       error = e.what();
       daemon.reset();
       return std::nullopt;
     }
+  };
+  // Sleeps `length`, collecting LOST pushes meanwhile (a KEEP holder watches its connection).
+  auto watch = [&](std::chrono::milliseconds length) {
+    const auto until = std::chrono::steady_clock::now() + length;
+    while (std::chrono::steady_clock::now() < until) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (!daemon) {
+        std::this_thread::sleep_for(left);
+        return;
+      }
+      const auto before = std::chrono::steady_clock::now();
+      if (const auto line = daemon->try_read_line(std::max(left, std::chrono::milliseconds(1)))) {
+        if (line->rfind("LOST ", 0) != 0)
+          throw std::runtime_error("unexpected line from the daemon: " + *line);
+        pushes.emplace_back(*line, monotonic_ns());
+      } else if (std::chrono::steady_clock::now() - before < 5ms) {
+        std::this_thread::sleep_for(10ms); // closed: the next request will say so
+      }
+    }
+  };
+  // The LOST push for this lock and when it was read (consumed), if the daemon sent one.
+  auto take_lost =
+      [&](const std::string& resource,
+          const std::string& owner) -> std::optional<std::pair<std::string, std::int64_t>> {
+    const std::string wanted = "LOST " + resource + " " + owner;
+    for (auto it = pushes.begin(); it != pushes.end(); ++it)
+      if (it->first == wanted) {
+        auto found = *it;
+        pushes.erase(it);
+        return found;
+      }
+    return std::nullopt;
+  };
+  // The holder learnt at `when_ns` that its KEEP lock is gone.
+  auto record_lost = [&](const std::string& resource, const std::string& owner,
+                         const std::string& why, std::int64_t when_ns) {
+    operation lost = base("lost", resource);
+    lost.owner = owner;
+    lost.invoke_ns = when_ns;
+    lost.complete_ns = when_ns;
+    lost.outcome = "ok";
+    lost.reply = why;
+    history.record(lost);
+  };
+
+  // READ the register with the fence: the elements read, or std::nullopt when refused.
+  auto read_register = [&](const std::string& resource,
+                           std::uint64_t fence) -> std::optional<std::string> {
+    operation read = base("read", resource);
+    read.fence = fence;
+    const std::string reply =
+        store.request("READ " + resource + " " + std::to_string(fence) + " " + options.name);
+    read.complete_ns = monotonic_ns();
+    read.reply = reply.substr(0, 80);
+    read.outcome = reply.rfind("OK ", 0) == 0 ? "ok" : "fail";
+    history.record(read);
+    if (read.outcome != "ok")
+      return std::nullopt;
+    return reply.substr(3);
+  };
+  // WRITE what was read plus one new element.
+  auto write_register = [&](const std::string& resource, std::uint64_t fence,
+                            std::string elements) {
+    const std::string element = options.name + "-" + std::to_string(++sequence);
+    elements = elements == "-" ? element : elements + "," + element;
+    operation write = base("write", resource);
+    write.fence = fence;
+    write.element = element;
+    const std::string reply =
+        store.request("WRITE " + resource + " " + std::to_string(fence) + " " + elements);
+    write.complete_ns = monotonic_ns();
+    write.reply = reply;
+    write.outcome = reply == "OK" ? "ok" : "fail";
+    history.record(write);
+  };
+  auto hold = [&] {
+    return std::chrono::milliseconds(uniform(options.hold_min_ms, options.hold_max_ms));
   };
 
   auto stopped = [&] {
@@ -123,8 +226,19 @@ int run_client(const client_options& options) {
     const std::string resource = options.resources[static_cast<std::size_t>(
         uniform(0, static_cast<std::int64_t>(options.resources.size()) - 1))];
     operation lock = base("lock", resource);
+    lock.keep = keep;
+    lock.ttl_ms = options.ttl_ms;
     std::string error;
-    const auto reply = ask("LOCK " + resource + " " + std::to_string(options.ttl_ms), error);
+    std::string request = "LOCK " + resource + " " + std::to_string(options.ttl_ms);
+    auto timeout = reply_timeout;
+    if (wait) {
+      const auto wait_ms = uniform(500, 4000);
+      request += " WAIT " + std::to_string(wait_ms);
+      timeout += std::chrono::milliseconds(wait_ms);
+    }
+    if (keep)
+      request += " KEEP";
+    const auto reply = ask(request, timeout, error);
     lock.complete_ns = monotonic_ns();
     const auto grant = reply ? test::parse_lock_ok(*reply) : std::nullopt;
     if (!reply) {
@@ -148,40 +262,83 @@ int run_client(const client_options& options) {
       continue;
     }
 
-    // Read-sleep-write under the lock, the fence travelling with both accesses.
-    const std::string fence = std::to_string(grant->fence);
-    operation read = base("read", resource);
-    read.fence = grant->fence;
-    const std::string read_reply =
-        store.request("READ " + resource + " " + fence + " " + options.name);
-    read.complete_ns = monotonic_ns();
-    read.reply = read_reply.substr(0, 80);
-    read.outcome = read_reply.rfind("OK ", 0) == 0 ? "ok" : "fail";
-    history.record(read);
-    if (read.outcome == "ok") {
-      std::this_thread::sleep_for(
-          std::chrono::milliseconds(uniform(options.hold_min_ms, options.hold_max_ms)));
-      std::string elements = read_reply.substr(3);
-      const std::string element = options.name + "-" + std::to_string(++sequence);
-      elements = elements == "-" ? element : elements + "," + element;
-      operation write = base("write", resource);
-      write.fence = grant->fence;
-      write.element = element;
-      const std::string write_reply =
-          store.request("WRITE " + resource + " " + fence + " " + elements);
-      write.complete_ns = monotonic_ns();
-      write.reply = write_reply;
-      write.outcome = write_reply == "OK" ? "ok" : "fail";
-      history.record(write);
+    if (keep) {
+      // Rounds of read-sleep-ping-write until the hold is over, as long as the lock lasts.
+      const auto hold_until = std::chrono::steady_clock::now() + hold();
+      const auto lock_connection = connection;
+      bool lost = false;
+      while (!lost && std::chrono::steady_clock::now() < hold_until && !stopped()) {
+        const auto elements = read_register(resource, grant->fence);
+        if (!elements)
+          break;
+        watch(std::chrono::milliseconds(uniform(300, 900)));
+        // A PONG with no LOST before it: the daemon was renewing the lock when it answered.
+        operation ping = base("ping", resource);
+        ping.owner = grant->owner;
+        const auto pong = ask("PING", reply_timeout, error);
+        ping.complete_ns = monotonic_ns();
+        ping.reply = pong.value_or(error);
+        ping.outcome = !pong ? "info" : *pong == "PONG" ? "ok" : "fail";
+        if (const auto push = take_lost(resource, grant->owner)) {
+          ping.outcome = "fail"; // the LOST came first
+          history.record(ping);
+          record_lost(resource, grant->owner, push->first, push->second);
+          lost = true;
+        } else if (!pong || *pong != "PONG" || connection != lock_connection) {
+          history.record(ping);
+          // The connection may have broken any time since the last PONG: count it from the
+          // PING (the window ends earlier anyway, at the last PONG + ttl/4).
+          record_lost(resource, grant->owner, "connection: " + ping.reply, ping.invoke_ns);
+          daemon.reset(); // the daemon releases a KEEP lock whose connection closed
+          lost = true;
+        } else {
+          history.record(ping);
+          write_register(resource, grant->fence, *elements);
+        }
+      }
+    } else if (extend) {
+      for (int round = 0; round < 2; ++round) {
+        const auto elements = read_register(resource, grant->fence);
+        if (!elements)
+          break;
+        std::this_thread::sleep_for(hold());
+        operation ext = base("extend", resource);
+        ext.owner = grant->owner;
+        ext.ttl_ms = options.ttl_ms;
+        const auto extended =
+            ask("EXTEND " + resource + " " + grant->owner + " " + std::to_string(options.ttl_ms),
+                reply_timeout, error);
+        ext.complete_ns = monotonic_ns();
+        ext.reply = extended.value_or(error);
+        const auto words = test::split_words(ext.reply);
+        const auto validity =
+            words.size() == 2 && words[0] == "OK" ? test::parse_int(words[1]) : std::nullopt;
+        ext.outcome = !extended ? "info" : validity ? "ok" : "fail";
+        ext.validity_ms = validity.value_or(0);
+        history.record(ext);
+        if (!validity)
+          break; // not sure of the lock any more: no write
+        write_register(resource, grant->fence, *elements);
+      }
+    } else {
+      // Read-sleep-write under the lock, the fence travelling with both accesses.
+      if (const auto elements = read_register(resource, grant->fence)) {
+        std::this_thread::sleep_for(hold());
+        write_register(resource, grant->fence, *elements);
+      }
     }
 
     operation unlock = base("unlock", resource);
     unlock.owner = grant->owner;
-    const auto unlock_reply = ask("UNLOCK " + resource + " " + grant->owner, error);
+    const auto unlock_reply = ask("UNLOCK " + resource + " " + grant->owner, reply_timeout, error);
     unlock.complete_ns = monotonic_ns();
     unlock.reply = unlock_reply.value_or(error);
     unlock.outcome = !unlock_reply ? "info" : *unlock_reply == "OK" ? "ok" : "fail";
     history.record(unlock);
+    if (keep)
+      if (const auto push = take_lost(resource, grant->owner)) // came before the UNLOCK's reply
+        record_lost(resource, grant->owner, push->first, push->second);
+    pushes.clear(); // LOSTs of locks this client no longer holds
   }
   return 0;
 }
@@ -193,6 +350,8 @@ std::optional<client_options> parse_client_options(const std::vector<std::string
     const std::string& value = args[i + 1];
     if (key == "--name")
       o.name = value;
+    else if (key == "--mode")
+      o.mode = value;
     else if (key == "--daemon-index")
       o.daemon_index = std::stoi(value);
     else if (key == "--daemon-port")
@@ -234,6 +393,8 @@ std::vector<std::string> client_options::to_args() const {
           stop_file,
           "--name",
           name,
+          "--mode",
+          mode,
           "--daemon-index",
           std::to_string(daemon_index),
           "--daemon-port",

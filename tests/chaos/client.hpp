@@ -8,8 +8,17 @@
 
 namespace redlockd::chaos {
 
+// How a client uses its locks:
+//   lease   LOCK, READ, sleep, WRITE, UNLOCK
+//   extend  LOCK, then twice READ, sleep, EXTEND, WRITE (only if EXTEND said OK), then UNLOCK:
+//           the holds add up to more than the TTL, so the EXTENDs are what keep it
+//   wait    as lease, but LOCK ... WAIT: hand-overs inside the daemon's queue
+//   keep    LOCK ... KEEP on its own connection, then rounds of READ, sleep (watching for LOST),
+//           PING on that connection, WRITE for longer than the TTL: the renewals keep it. It
+//           stops writing once it saw LOST or the connection broke.
 struct client_options {
   std::string name; // "c3": the process name in the history
+  std::string mode = "lease";
   int daemon_index = 0;
   std::uint16_t daemon_port = 0;
   std::string register_socket;

@@ -1,9 +1,11 @@
 #include "history.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace redlockd::chaos {
 namespace {
@@ -25,31 +27,65 @@ struct grant {
   std::int64_t end_ns = 0;
 };
 
-// Grants with their windows, cut at the holder's own UNLOCK invoke.
-std::vector<grant> grants_of(const std::vector<operation>& history) {
-  std::map<std::pair<std::string, std::string>, std::int64_t> unlock_invoke; // (process, owner)
+using lock_key = std::pair<std::string, std::string>; // (process, owner)
+
+// What a holder learnt about its lock after the grant.
+struct lock_facts {
+  std::int64_t unlock_invoke = INT64_MAX;
+  std::int64_t lost_ns = INT64_MAX; // KEEP: LOST push or broken connection
+  std::int64_t sure_until = 0;      // EXTEND ok, PONG: the lock lasts at least until then
+};
+
+std::map<lock_key, lock_facts> facts_of(const std::vector<operation>& history) {
+  std::map<lock_key, std::int64_t> keep_ttl;
   for (const auto& op : history)
-    if (op.kind == "unlock" && !op.owner.empty()) {
-      auto [it, fresh] = unlock_invoke.try_emplace({op.process, op.owner}, op.invoke_ns);
-      if (!fresh)
-        it->second = std::min(it->second, op.invoke_ns);
+    if (op.kind == "lock" && op.outcome == "ok" && op.keep)
+      keep_ttl[{op.process, op.owner}] = op.ttl_ms;
+  std::map<lock_key, lock_facts> out;
+  for (const auto& op : history) {
+    if (op.owner.empty())
+      continue;
+    const lock_key key{op.process, op.owner};
+    if (op.kind == "unlock") {
+      auto& f = out[key];
+      f.unlock_invoke = std::min(f.unlock_invoke, op.invoke_ns);
+    } else if (op.kind == "lost") {
+      auto& f = out[key];
+      f.lost_ns = std::min(f.lost_ns, op.complete_ns);
+    } else if (op.kind == "extend" && op.outcome == "ok") {
+      auto& f = out[key];
+      f.sure_until = std::max(f.sure_until, op.invoke_ns + op.validity_ms * 1'000'000);
+    } else if (op.kind == "ping" && op.outcome == "ok") {
+      if (const auto it = keep_ttl.find(key); it != keep_ttl.end()) {
+        auto& f = out[key];
+        f.sure_until = std::max(f.sure_until, op.invoke_ns + it->second / 4 * 1'000'000);
+      }
     }
+  }
+  return out;
+}
+
+// Grants with their windows (see check_validity_overlap).
+std::vector<grant> grants_of(const std::vector<operation>& history) {
+  const auto facts = facts_of(history);
   std::vector<grant> out;
   for (const auto& op : history) {
     if (op.kind != "lock" || op.outcome != "ok")
       continue;
     grant g{&op, op.complete_ns, op.invoke_ns + op.validity_ms * 1'000'000};
-    if (auto it = unlock_invoke.find({op.process, op.owner}); it != unlock_invoke.end())
-      g.end_ns = std::min(g.end_ns, it->second);
+    if (auto it = facts.find({op.process, op.owner}); it != facts.end()) {
+      g.end_ns = std::max(g.end_ns, it->second.sure_until);
+      g.end_ns = std::min({g.end_ns, it->second.unlock_invoke, it->second.lost_ns});
+    }
     out.push_back(g);
   }
   return out;
 }
 
 std::string describe(const operation& lock) {
-  return lock.process + "@daemon" + std::to_string(lock.daemon) + " fence " +
-         std::to_string(lock.fence) + " ok " + ms_text(lock.complete_ns) + " validity " +
-         std::to_string(lock.validity_ms) + "ms";
+  return std::string(lock.keep ? "KEEP " : "") + lock.process + "@daemon" +
+         std::to_string(lock.daemon) + " fence " + std::to_string(lock.fence) + " ok " +
+         ms_text(lock.complete_ns) + " validity " + std::to_string(lock.validity_ms) + "ms";
 }
 
 } // namespace
@@ -64,7 +100,8 @@ nlohmann::json to_json(const operation& op) {
   return {{"p", op.process},   {"f", op.kind},        {"r", op.resource},
           {"d", op.daemon},    {"inv", op.invoke_ns}, {"end", op.complete_ns},
           {"out", op.outcome}, {"reply", op.reply},   {"owner", op.owner},
-          {"fence", op.fence}, {"v", op.validity_ms}, {"e", op.element}};
+          {"fence", op.fence}, {"v", op.validity_ms}, {"e", op.element},
+          {"k", op.keep},      {"ttl", op.ttl_ms}};
 }
 
 operation operation_from_json(const nlohmann::json& doc) {
@@ -81,18 +118,25 @@ operation operation_from_json(const nlohmann::json& doc) {
   op.fence = doc.at("fence").get<std::uint64_t>();
   op.validity_ms = doc.at("v").get<std::int64_t>();
   op.element = doc.at("e").get<std::string>();
+  op.keep = doc.at("k").get<bool>();
+  op.ttl_ms = doc.at("ttl").get<std::int64_t>();
   return op;
 }
 
 std::vector<operation> read_history(const std::filesystem::path& file) {
   std::vector<operation> out;
   std::ifstream in(file);
+  if (!in)
+    throw std::runtime_error("history " + file.string() + " cannot be read");
   std::string line;
+  std::size_t number = 0;
   while (std::getline(in, line)) {
+    ++number;
     try {
       out.push_back(operation_from_json(nlohmann::json::parse(line)));
-    } catch (const std::exception&) {
-      // a line torn by a kill: the operation never completed as far as anyone knows
+    } catch (const std::exception& e) {
+      throw std::runtime_error("history " + file.string() + " line " + std::to_string(number) +
+                               " does not parse (" + e.what() + "): " + line.substr(0, 200));
     }
   }
   return out;
@@ -173,6 +217,39 @@ checker_result check_lost_writes(const std::vector<operation>& history,
       result.add(op.resource + ": element " + op.element + " written by " + op.process +
                  " with fence " + std::to_string(op.fence) + " at " + ms_text(op.complete_ns) +
                  " is missing");
+  }
+  return result;
+}
+
+std::map<std::pair<std::string, std::string>, std::int64_t>
+window_ends(const std::vector<operation>& history) {
+  std::map<std::pair<std::string, std::string>, std::int64_t> out;
+  for (const auto& g : grants_of(history))
+    out[{g.lock->process, g.lock->owner}] = g.end_ns;
+  return out;
+}
+
+checker_result check_keep_survives_kill(const std::vector<operation>& history,
+                                        const std::vector<std::pair<int, std::int64_t>>& kills) {
+  checker_result result{"KEEP locks outlive their daemon's kill"};
+  const auto facts = facts_of(history);
+  for (const auto& [daemon, kill_ns] : kills) {
+    for (const auto& held : history) {
+      if (held.kind != "lock" || held.outcome != "ok" || !held.keep || held.daemon != daemon ||
+          held.complete_ns >= kill_ns)
+        continue;
+      if (const auto it = facts.find({held.process, held.owner});
+          it != facts.end() && std::min(it->second.unlock_invoke, it->second.lost_ns) < kill_ns)
+        continue; // released or lost before the kill
+      ++result.checked;
+      const std::int64_t until = kill_ns + held.ttl_ms / 2 * 1'000'000;
+      for (const auto& other : history)
+        if (other.kind == "lock" && other.outcome == "ok" && other.resource == held.resource &&
+            &other != &held && other.complete_ns >= kill_ns && other.complete_ns < until)
+          result.add(held.resource + ": " + describe(other) +
+                     " within ttl/2 of the kill of daemon" + std::to_string(daemon) + " at " +
+                     ms_text(kill_ns) + ", which held " + describe(held));
+    }
   }
   return result;
 }

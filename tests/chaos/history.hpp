@@ -19,9 +19,14 @@ std::int64_t monotonic_ns();
 // One completed (or abandoned) client operation, Jepsen style: invoked at `invoke_ns`, completed
 // at `complete_ns` with outcome ok (it happened), fail (it certainly did not) or info (unknown:
 // the connection broke or timed out).
+//
+// Kinds: lock (with `keep` for a KEEP lock), unlock, read, write, extend (EXTEND OK carries the
+// new validity), ping (a KEEP holder's PING on its lock's connection: a PONG with no LOST before
+// it proves the daemon still renewed the lock then) and lost (a KEEP holder learnt at
+// `complete_ns` that its lock is gone: a LOST push or its connection broke).
 struct operation {
   std::string process;  // "c3"
-  std::string kind;     // lock, unlock, read, write
+  std::string kind;     // lock, unlock, read, write, extend, ping, lost
   std::string resource; // the lock's resource, also the register's name
   int daemon = 0;       // which daemon the client talked to
   std::int64_t invoke_ns = 0;
@@ -30,13 +35,16 @@ struct operation {
   std::string reply;   // the raw reply line (or the error)
   std::string owner;   // lock ok, unlock
   std::uint64_t fence = 0;
-  std::int64_t validity_ms = 0; // lock ok
+  std::int64_t validity_ms = 0; // lock ok, extend ok
   std::string element;          // write: the element this write adds to the register's set
+  bool keep = false;            // lock: a KEEP lock
+  std::int64_t ttl_ms = 0;      // lock, extend: the TTL asked for
 };
 
 nlohmann::json to_json(const operation& op);
 operation operation_from_json(const nlohmann::json& doc);
-// Reads a JSON-lines history file; a torn last line (process killed mid-write) is skipped.
+// Reads a JSON-lines history file. Throws std::runtime_error on a line that does not parse: the
+// clients exit cleanly, so a torn or malformed line means the history cannot be trusted.
 std::vector<operation> read_history(const std::filesystem::path& file);
 
 // A fault the nemesis applied, from `start_ns` to `end_ns` (healed).
@@ -65,10 +73,22 @@ struct checker_result {
   void add(std::string example);
 };
 
-// C1: per resource, the windows [ok, invoke + validity] of successful LOCKs (cut at the holder's
-// UNLOCK invoke) never overlap. The window is the part of the lease the client can be sure of:
-// the reply's validity counts from when the daemon wrote it, which lies between invoke and ok.
+// C1: per resource, the windows of successful LOCKs never overlap. A window is the part of the
+// lock its holder can be sure of, from its LOCK's ok to the earliest of its UNLOCK's invoke and:
+// - a lease: invoke + validity (the daemon counts validity from when it wrote the reply, which
+//   lies between invoke and ok), pushed to EXTEND invoke + validity by each EXTEND ok;
+// - a KEEP lock: the same, pushed to ping invoke + ttl/4 by each PONG on its connection (while
+//   the daemon runs and has not pushed LOST, at least a third of the TTL is left), and cut when
+//   the holder learnt the lock was lost (LOST push, broken connection).
 checker_result check_validity_overlap(const std::vector<operation>& history);
+// The window end check_validity_overlap uses for each successful LOCK, by (process, owner).
+std::map<std::pair<std::string, std::string>, std::int64_t>
+window_ends(const std::vector<operation>& history);
+// C5: a KEEP lock survives its daemon's kill -9: its key stays on the masters for at least
+// two thirds of its TTL after the last renewal, so no other grant of that resource may complete
+// within ttl/2 of the kill. `kills` are (daemon index, kill time).
+checker_result check_keep_survives_kill(const std::vector<operation>& history,
+                                        const std::vector<std::pair<int, std::int64_t>>& kills);
 // C3: fences are unique, and when grant A completed before grant B was invoked (any resource,
 // any daemon), fence(A) < fence(B).
 checker_result check_fence_order(const std::vector<operation>& history);

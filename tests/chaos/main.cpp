@@ -1,12 +1,15 @@
 // redlockd-chaos: a Jepsen-style fault-injection suite for redlockd. See tests/chaos/README.md.
 //
-//   redlockd-chaos --short            restart and clock-jump schedules, redlockd and weakened
-//   redlockd-chaos --long [MINUTES]   every nemesis, redlockd then the weakened daemon
+//   redlockd-chaos [--daemon-bin PATH] --short           every schedule once, plus the controls
+//   redlockd-chaos [--daemon-bin PATH] --long [MINUTES]  every schedule longer, then the mix
+//   redlockd-chaos [--daemon-bin PATH] --one SCHEDULE [--weakened] [--cycles N]
 //   redlockd-chaos client ...         one client process (started by the harness)
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -16,8 +19,10 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
+#include "chaos_daemon.hpp"
 #include "client.hpp"
 #include "daemon_process.hpp"
 #include "fault_proxy.hpp"
@@ -41,13 +46,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using test::child_process;
-using test::daemon_process;
 using test::redis_fleet;
 
 constexpr std::size_t master_count = 5;
 // The master that runs under libfaketime and takes the clock jumps and the split restarts.
 constexpr std::size_t clock_node = 2;
-// The two masters the split schedules stop, so that grants land on exactly 0, 1 and 2.
+// The two masters the split schedules cut off, so that grants land on exactly 0, 1 and 2.
 constexpr std::size_t split_nodes[] = {3, 4};
 
 std::string seconds_text(std::int64_t ns) {
@@ -62,37 +66,80 @@ void log_line(const std::string& text) {
   std::cerr << "[chaos " << seconds_text(monotonic_ns()) << "] " << text << std::endl;
 }
 
-// What one run does.
-struct run_spec {
-  std::string schedule; // "split-restart", "split-clock" or "mixed"
-  bool weakened = false;
-  int cycles = 3;                      // split schedules: how many times
-  std::chrono::seconds duration = 60s; // mixed: how long the nemesis runs
-  int clients = 4;
-  int daemons = 2;
-  int resources = 3;
+// One client process of a run.
+struct client_plan {
+  std::size_t daemon = 0;
+  std::string mode = "lease"; // lease, extend, wait, keep (client.hpp)
   std::int64_t ttl_ms = 5000;
   std::int64_t hold_min_ms = 1500; // long enough to outlast the heal of a split
   std::int64_t hold_max_ms = 3500;
+};
+
+// What one run does.
+struct run_spec {
+  std::string schedule;
+  bool weakened = false;
+  int cycles = 2;
+  std::chrono::seconds duration = 60s; // mixed: how long the nemesis runs
+  std::string daemon_bin;
+  std::vector<client_plan> clients;
+  int resources = 3;
+  // Daemon 1 reaches masters 3 and 4 only through a blackhole for the whole run (two-daemon
+  // restart: its grants land on masters 0-2 only).
+  bool daemon1_without_3_4 = false;
+  // The pass rule's floor: a run where too little happened proves nothing.
+  std::size_t min_grants = 10;
+  std::size_t min_writes = 5;
   std::uint64_t seed = std::random_device{}();
+
+  std::int64_t max_ttl_ms() const {
+    std::int64_t ttl = 0;
+    for (const auto& c : clients)
+      ttl = std::max(ttl, c.ttl_ms);
+    return ttl;
+  }
+  std::int64_t max_hold_ms() const {
+    std::int64_t hold = 0;
+    for (const auto& c : clients)
+      hold = std::max(hold, c.hold_max_ms * (c.mode == "extend" ? 2 : 1));
+    return hold;
+  }
+};
+
+// What the faults must have done for a run to count: each line is one expectation.
+struct bite {
+  std::string what;
+  bool met = false;
 };
 
 struct run_report {
   std::string title;
+  std::string schedule;
+  bool weakened = false;
   std::string error; // set when the harness itself failed (no verdict)
   std::map<std::string, std::map<std::string, std::size_t>> ops; // kind -> outcome -> count
   std::map<std::string, std::size_t> faults;
   std::vector<checker_result> checks;
+  std::vector<bite> bites;
+  std::vector<std::string> client_exits; // clients that did not exit 0
   stale_write_counts stale;
   register_state store;
   std::int64_t liveness_max_ms = 0;
-  std::string detected; // what the daemons' INFO counters say they noticed
+  std::string detected;  // what the daemons said they noticed
+  std::string artifacts; // where the histories and logs of a failed run were copied
+  std::size_t grants = 0;
+  std::size_t writes = 0;
+  std::size_t min_grants = 0;
+  std::size_t min_writes = 0;
 
+  static bool is_safety(const checker_result& c) {
+    return c.name != "locks can be taken after heal" && c.name != "no lock key left after heal" &&
+           c.name != "daemons alive, logs clean";
+  }
   std::size_t safety_violations() const {
     std::size_t n = 0;
     for (const auto& c : checks)
-      if (c.name != "locks can be taken after heal" && c.name != "no lock key left after heal" &&
-          c.name != "daemons alive, logs clean")
+      if (is_safety(c))
         n += c.violations;
     return n;
   }
@@ -101,6 +148,25 @@ struct run_report {
     for (const auto& c : checks)
       n += c.violations;
     return n;
+  }
+  // Everything but the verdict of the checkers: enough happened, the faults bit, the clients
+  // and the history are sound.
+  std::vector<std::string> validity_problems() const {
+    std::vector<std::string> out;
+    if (!error.empty())
+      out.push_back("harness error: " + error);
+    if (grants < min_grants)
+      out.push_back("only " + std::to_string(grants) + " grants (at least " +
+                    std::to_string(min_grants) + " needed)");
+    if (writes < min_writes)
+      out.push_back("only " + std::to_string(writes) + " register writes accepted (at least " +
+                    std::to_string(min_writes) + " needed)");
+    for (const auto& b : bites)
+      if (!b.met)
+        out.push_back("the fault did not bite: " + b.what);
+    for (const auto& c : client_exits)
+      out.push_back(c);
+    return out;
   }
 };
 
@@ -111,21 +177,26 @@ class cluster {
       : spec_(spec), work_("redlockd-chaos"), random_(spec.seed),
         fleet_(master_count, [this](std::size_t i) { return launch_prefix(i); }),
         server_(store_, work_.path() / "register.sock") {
-    for (int d = 0; d < spec_.daemons; ++d) {
+    for (std::size_t d = 0; d < 2; ++d) {
       // Each daemon reaches each master through its own fault proxy.
       proxies_.emplace_back();
-      test::daemon_options options;
+      std::vector<std::string> nodes;
       for (std::size_t i = 0; i < master_count; ++i) {
         proxies_.back().push_back(std::make_unique<fault_proxy>(fleet_.port(i)));
-        options.nodes.push_back("127.0.0.1:" + std::to_string(proxies_.back().back()->port()));
+        nodes.push_back(proxy_address(d, i));
       }
-      options.extra = {{"key_prefix", "chaos:"},
-                       {"node_timeout_ms", 100},
-                       {"unsafe_disable_quarantine", spec_.weakened},
-                       {"max_ttl_ms", 60000}};
-      options.min_ok_nodes = 3; // restarted masters may be quarantined when a daemon restarts
-      daemons_.push_back(std::make_unique<daemon_process>(options));
+      if (d == 1 && spec_.daemon1_without_3_4)
+        for (auto i : split_nodes)
+          proxies_[1][i]->set_mode(fault_proxy::mode::blackhole);
+      const nlohmann::json extra = {{"key_prefix", "chaos:"},
+                                    {"node_timeout_ms", 100},
+                                    {"unsafe_disable_quarantine", spec_.weakened},
+                                    {"max_ttl_ms", 60000}};
+      // Three masters: restarted ones may be quarantined when a daemon (re)starts.
+      daemons_.push_back(std::make_unique<chaos_daemon>(
+          spec_.daemon_bin, work_.path() / ("daemon" + std::to_string(d)), nodes, extra, 3));
     }
+    banked_.resize(daemons_.size());
     for (int r = 0; r < spec_.resources; ++r)
       resources_.push_back("r" + std::to_string(r));
   }
@@ -133,17 +204,19 @@ class cluster {
   ~cluster() { heal_everything(); }
 
   void start_clients(std::int64_t until_ns) {
-    for (int c = 0; c < spec_.clients; ++c) {
+    for (std::size_t c = 0; c < spec_.clients.size(); ++c) {
+      const auto& plan = spec_.clients[c];
       client_options o;
       o.name = "c" + std::to_string(c);
-      o.daemon_index = c % spec_.daemons;
-      o.daemon_port = daemons_[static_cast<std::size_t>(o.daemon_index)]->port();
+      o.mode = plan.mode;
+      o.daemon_index = static_cast<int>(plan.daemon);
+      o.daemon_port = daemons_[plan.daemon]->port();
       o.register_socket = server_.path().string();
       o.history_file = (work_.path() / (o.name + ".history")).string();
       o.resources = resources_;
-      o.ttl_ms = spec_.ttl_ms;
-      o.hold_min_ms = spec_.hold_min_ms;
-      o.hold_max_ms = spec_.hold_max_ms;
+      o.ttl_ms = plan.ttl_ms;
+      o.hold_min_ms = plan.hold_min_ms;
+      o.hold_max_ms = plan.hold_max_ms;
       o.until_ns = until_ns;
       o.stop_file = (work_.path() / "stop").string();
       std::vector<std::string> args{"client"};
@@ -157,13 +230,27 @@ class cluster {
   }
 
   // Tells the clients to stop starting operations and waits for them to finish the current
-  // one; kills stragglers after `grace`.
-  void stop_clients(std::chrono::milliseconds grace) {
+  // one. Returns a line for each client that did not exit 0 (killed after `grace`).
+  std::vector<std::string> stop_clients(std::chrono::milliseconds grace) {
     test::write_file(work_.path() / "stop", "stop\n");
-    for (auto& c : clients_)
-      if (!c.wait_for(grace))
-        c.kill();
+    std::vector<std::string> problems;
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    for (std::size_t c = 0; c < clients_.size(); ++c) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      auto status = clients_[c].wait_for(std::max(left, std::chrono::milliseconds(1)));
+      if (!status) {
+        clients_[c].kill();
+        problems.push_back("client " + client_names_[c] + " did not stop within " +
+                           std::to_string(grace.count()) + " ms");
+      } else if (*status != 0) {
+        problems.push_back("client " + client_names_[c] + " exited with status " +
+                           std::to_string(*status) + ": " +
+                           test::file_tail(work_.path() / (client_names_[c] + ".log"), 400));
+      }
+    }
     clients_done_ns_ = monotonic_ns();
+    return problems;
   }
 
   std::vector<operation> history() const {
@@ -184,6 +271,7 @@ class cluster {
       fleet_.kill(i);
     for (auto i : nodes)
       fleet_.restart(i); // at once and empty: the masters forgot every lock they held
+    restarts_made_ += nodes.size();
     wait_connected(nodes);
     finish(f);
   }
@@ -197,19 +285,90 @@ class cluster {
   }
 
   void pause_daemon(std::size_t d, std::chrono::milliseconds length) {
-    const int pid = test::daemon_pid(*daemons_[d]);
-    if (pid <= 0)
-      return;
     fault f{"pause-daemon", "daemon" + std::to_string(d), monotonic_ns()};
-    ::kill(pid, SIGSTOP);
+    daemons_[d]->pause();
     std::this_thread::sleep_for(length);
-    ::kill(pid, SIGCONT);
+    daemons_[d]->resume();
     finish(f);
   }
 
   void restart_daemon(std::size_t d) {
     fault f{"kill-restart-daemon", "daemon" + std::to_string(d), monotonic_ns()};
-    daemons_[d]->restart(); // SIGKILL, same port and config, waits for a quorum of masters
+    bank_counters(d);
+    daemons_[d]->kill();
+    daemons_[d]->start(); // same port and config, waits for three masters
+    finish(f);
+  }
+
+  // Waits (up to `timeout`) until daemon d holds at least one KEEP lock; the count seen.
+  std::uint64_t wait_keep_locks(std::size_t d, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::uint64_t held = 0;
+    while (held == 0 && std::chrono::steady_clock::now() < deadline) {
+      try {
+        held = daemons_[d]->info().value("keep_locks", std::uint64_t{0});
+      } catch (const std::exception&) {
+      }
+      if (held == 0)
+        std::this_thread::sleep_for(20ms);
+    }
+    return held;
+  }
+
+  // (c): kill -9 a daemon while it holds KEEP locks, restart it a second later. The locks stay
+  // on the masters until their TTL: nobody may take them within ttl/2 (checker C5).
+  void kill_daemon_with_keep(std::size_t d) {
+    const auto held = wait_keep_locks(d, 8s);
+    fault f{"kill-daemon-keep", "daemon" + std::to_string(d), monotonic_ns()};
+    bank_counters(d);
+    daemons_[d]->kill();
+    kills_.emplace_back(static_cast<int>(d), f.start_ns);
+    bites_.push_back({"daemon" + std::to_string(d) + " held KEEP locks when killed (INFO " +
+                          "keep_locks " + std::to_string(held) + ")",
+                      held > 0});
+    std::this_thread::sleep_for(1s);
+    daemons_[d]->start();
+    finish(f);
+  }
+
+  // (d): SIGSTOP a daemon holding KEEP locks for longer than their TTL, then SIGCONT.
+  void pause_daemon_with_keep(std::size_t d, std::chrono::milliseconds length) {
+    const auto held = wait_keep_locks(d, 8s);
+    bites_.push_back({"daemon" + std::to_string(d) + " held KEEP locks when paused (INFO " +
+                          "keep_locks " + std::to_string(held) + ")",
+                      held > 0});
+    pause_daemon(d, length);
+  }
+
+  // (b): a master restarts empty while a daemon is down; the daemon must see it at start.
+  void restart_master_while_daemon_down(std::size_t d, std::size_t node) {
+    fault f{"restart-master-daemon-down", "daemon" + std::to_string(d) + "," + node_names({node}),
+            monotonic_ns()};
+    bank_counters(d);
+    daemons_[d]->kill();
+    fleet_.kill(node);
+    fleet_.restart(node);
+    restarts_made_ += 1;
+    restarts_seen_at_start_ += 1; // daemon d cannot count it: it checks the state at its start
+    std::this_thread::sleep_for(300ms);
+    daemons_[d]->start();
+    // The restart happened less than the longest TTL ago: the daemon must keep the master out.
+    bool seen = false;
+    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    std::string state;
+    while (!seen && std::chrono::steady_clock::now() < deadline) {
+      try {
+        state = test::node_state(daemons_[d]->info(), proxy_address(d, node));
+        seen = state.rfind("quarantined", 0) == 0;
+      } catch (const std::exception& e) {
+        state = e.what();
+      }
+      if (!seen)
+        std::this_thread::sleep_for(20ms);
+    }
+    bites_.push_back({"daemon" + std::to_string(d) + " started after " + node_names({node}) +
+                          " restarted empty and quarantined it (INFO state: " + state + ")",
+                      seen});
     finish(f);
   }
 
@@ -229,16 +388,20 @@ class cluster {
     auto& client = clients_[static_cast<std::size_t>(it - client_names_.begin())];
     fault f{"pause-client", latest->first, monotonic_ns()};
     client.signal(SIGSTOP);
-    std::this_thread::sleep_for(std::chrono::milliseconds(spec_.ttl_ms + 1500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(spec_.max_ttl_ms() + 1500));
     client.signal(SIGCONT);
     finish(f);
   }
 
   // libfaketime re-reads the offset file on every clock call: the jump is immediate.
-  void jump_clock(std::chrono::seconds forward) {
-    fault f{"clock-jump", node_names({clock_node}), monotonic_ns()};
-    clock_offset_ += forward;
-    test::write_file(clock_file(), "+" + std::to_string(clock_offset_.count()) + "s\n");
+  void jump_clock(std::chrono::milliseconds by) {
+    fault f{by.count() >= 0 ? "clock-jump" : "clock-jump-backward", node_names({clock_node}),
+            monotonic_ns()};
+    set_clock(clock_offset_ + by);
+    if (by.count() >= 0)
+      forward_jumps_made_ += 1;
+    else
+      backward_jumps_made_ += 1;
     finish(f);
   }
 
@@ -260,16 +423,19 @@ class cluster {
     finish(f);
   }
 
-  // Two daemons, two views (Kleppmann's A,B,C vs C,D,E): daemon 0 loses masters 3 and 4,
+  // (e) Two daemons, two views (Kleppmann's A,B,C vs C,D,E): daemon 0 loses masters 3 and 4,
   // daemon 1 loses masters 0 and 1; both still see a majority that overlaps only in master 2.
   void split_daemons(std::chrono::milliseconds length) {
-    if (daemons_.size() < 2)
-      return;
     fault f{"split-daemons", "daemon0:-node3,node4 daemon1:-node0,node1", monotonic_ns()};
     for (auto i : {3, 4})
       proxies_[0][static_cast<std::size_t>(i)]->set_mode(fault_proxy::mode::blackhole);
     for (auto i : {0, 1})
       proxies_[1][static_cast<std::size_t>(i)]->set_mode(fault_proxy::mode::blackhole);
+    const bool d0 = wait_states_of(
+        0, {3, 4}, [](const std::string& s) { return s != "ok"; }, 5s);
+    const bool d1 = wait_states_of(
+        1, {0, 1}, [](const std::string& s) { return s != "ok"; }, 5s);
+    bites_.push_back({"daemon0 saw masters 3,4 down and daemon1 saw 0,1 down", d0 && d1});
     std::this_thread::sleep_for(length);
     set_proxies({0, 1, 3, 4}, fault_proxy::mode::pass);
     finish(f);
@@ -283,13 +449,15 @@ class cluster {
 
   // The reliable road to a double grant when quarantine is off: cut two masters off so that the
   // next grants land on exactly three, let one land, then make one of the three forget it
-  // (restart it empty, or jump its clock past the TTL), and bring the two back. Whoever asks
-  // for that resource next finds it free on three masters out of five.
+  // (restart it empty, jump its clock past the TTL in one step, or creep its clock forward in
+  // steps each below the old fixed 500 ms bound), and bring the two back. Whoever asks for that
+  // resource next finds it free on three masters out of five. `heal_first` brings the two back
+  // before the forgetting (KEEP: the holder's renewals must not see the two missing first).
   //
   // The cut is a blackhole in the proxies, not SIGSTOP: commands sent to a stopped master wait
   // in its socket buffer and run when it resumes, so the SET NX of the holder's lock lands on
   // the two late, with a fresh TTL, and blocks the intruder (seen in the first runs).
-  void split_then(const std::string& what) {
+  void split_then(const std::string& what, bool heal_first = false) {
     const std::vector<std::size_t> stopped(std::begin(split_nodes), std::end(split_nodes));
     fault split{"split-" + what, node_names(stopped) + "+" + node_names({clock_node}),
                 monotonic_ns()};
@@ -299,23 +467,63 @@ class cluster {
         stopped, [](const std::string& s) { return s != "ok"; }, 10s);
     // Keys the two still hold from before the cut (their UNLOCKs no longer arrive) would block
     // the intruder on the healed side: let them expire first.
-    std::this_thread::sleep_for(std::chrono::milliseconds(spec_.ttl_ms + 200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(spec_.max_ttl_ms() + 200));
     log_line("split: masters 3 and 4 are out; " + owners_by_node());
-    wait_fresh_grant(6s);
-    log_line("fresh grant: " + owners_by_node());
+    const auto fresh = wait_fresh_grant(10s);
+    log_line("fresh grant of " + fresh.value_or("(none)") + ": " + owners_by_node());
+    bites_.push_back(
+        {"a fresh grant landed on masters 0-2 only before node2 forgot it", fresh.has_value()});
+    if (heal_first) {
+      set_proxies(stopped, fault_proxy::mode::pass);
+      wait_states(
+          stopped, [](const std::string& s) { return s == "ok"; }, 10s);
+    }
     if (what == "restart") {
       fleet_.kill(clock_node);
       fleet_.restart(clock_node);
+      restarts_made_ += 1;
       wait_connected({clock_node});
-    } else {
-      jump_clock(std::chrono::seconds(spec_.ttl_ms / 1000 * 3));
+    } else if (what == "clock") {
+      jump_clock(std::chrono::milliseconds(spec_.max_ttl_ms() * 3));
       std::this_thread::sleep_for(700ms); // a health probe reads the jumped TIME
+    } else {
+      // Creep: 450 ms steps, one per 600 ms (a daemon samples an idle master's TIME every
+      // 500 ms, more often under load), until the fresh key is gone from the clock node.
+      for (int step = 0; step < 24; ++step) {
+        set_clock(clock_offset_ + 450ms);
+        forward_jumps_made_ += 1;
+        std::this_thread::sleep_for(600ms);
+        if (fresh && !fleet_.get(clock_node, "chaos:" + *fresh))
+          break;
+      }
+      log_line("clock of node2 now +" + std::to_string(clock_offset_.count()) + " ms");
     }
-    set_proxies(stopped, fault_proxy::mode::pass);
-    wait_states(
-        stopped, [](const std::string& s) { return s == "ok"; }, 10s);
+    if (!heal_first) {
+      set_proxies(stopped, fault_proxy::mode::pass);
+      wait_states(
+          stopped, [](const std::string& s) { return s == "ok"; }, 10s);
+    }
     log_line("after the split: " + owners_by_node());
     finish(split);
+  }
+
+  // (a) Issue 11 bug 1. Daemon 1 grants long TTLs, on masters 0-2 only (it never reaches 3 and
+  // 4); daemon 0 grants only short ones. Once a long grant is fresh, master 2 restarts empty.
+  // A daemon that quarantines it only for the longest TTL it granted itself (daemon 0: short)
+  // lets daemon 0's clients take the resource on masters 2, 3, 4 while the long lease runs.
+  void two_daemon_restart() {
+    fault f{"two-daemon-restart", node_names({clock_node}), monotonic_ns()};
+    const auto fresh = wait_long_grant(15s);
+    log_line("long grant of " + fresh.value_or("(none)") + ": " + owners_by_node());
+    bites_.push_back({"a fresh long lease of daemon1 was on masters 0-2 when node2 restarted",
+                      fresh.has_value()});
+    fleet_.kill(clock_node);
+    fleet_.restart(clock_node);
+    restarts_made_ += 1;
+    wait_states_of(
+        0, {clock_node}, [](const std::string& s) { return s != "down" && s != "connecting"; },
+        10s);
+    finish(f);
   }
 
   void heal_everything() {
@@ -336,8 +544,7 @@ class cluster {
     for (auto& c : clients_)
       c.signal(SIGCONT);
     for (auto& d : daemons_)
-      if (const int pid = test::daemon_pid(*d); pid > 0)
-        ::kill(pid, SIGCONT);
+      d->resume();
   }
 
   // ---- the final phase: liveness and leaks ------------------------------------------------
@@ -347,7 +554,8 @@ class cluster {
   checker_result check_liveness(std::int64_t& max_ms) {
     checker_result result{"locks can be taken after heal"};
     const auto start = monotonic_ns();
-    const auto bound_ns = (2 * spec_.ttl_ms + 3000) * 1'000'000;
+    const auto ttl = spec_.max_ttl_ms();
+    const auto bound_ns = (2 * ttl + 3000) * 1'000'000;
     for (std::size_t d = 0; d < daemons_.size(); ++d)
       for (const auto& r : resources_) {
         ++result.checked;
@@ -356,7 +564,7 @@ class cluster {
         while (!done && monotonic_ns() - start < bound_ns) {
           try {
             test::line_client c(daemons_[d]->port(), 3s);
-            last = c.request("LOCK " + r + " " + std::to_string(spec_.ttl_ms));
+            last = c.request("LOCK " + r + " " + std::to_string(ttl));
             if (const auto grant = test::parse_lock_ok(last)) {
               max_ms = std::max(max_ms, (monotonic_ns() - start) / 1'000'000);
               c.request("UNLOCK " + r + " " + grant->owner);
@@ -380,7 +588,7 @@ class cluster {
   checker_result check_leaks() {
     checker_result result{"no lock key left after heal"};
     const auto settle =
-        std::max(last_fault_end_ns_, clients_done_ns_) + (spec_.ttl_ms + 1500) * 1'000'000;
+        std::max(last_fault_end_ns_, clients_done_ns_) + (spec_.max_ttl_ms() + 1500) * 1'000'000;
     while (monotonic_ns() < settle)
       std::this_thread::sleep_for(100ms);
     for (std::size_t i = 0; i < master_count; ++i) {
@@ -393,13 +601,18 @@ class cluster {
   }
 
   // Jepsen's log-file checker: the daemons are still running (the nemesis restarts them, it
-  // never leaves one dead) and their logs hold no sanitizer report and no critical error.
-  checker_result check_daemon_logs() {
+  // never leaves one dead), stop cleanly on SIGTERM (so that LeakSanitizer runs under ASan) and
+  // their logs hold no sanitizer report and no critical error.
+  checker_result stop_daemons_and_check_logs() {
     checker_result result{"daemons alive, logs clean"};
     for (std::size_t d = 0; d < daemons_.size(); ++d) {
       ++result.checked;
       if (!daemons_[d]->running())
         result.add("daemon" + std::to_string(d) + " is not running");
+      bank_counters(d);
+      if (const int status = daemons_[d]->stop(); status != 0)
+        result.add("daemon" + std::to_string(d) + " exited with status " + std::to_string(status) +
+                   " on SIGTERM");
       const std::string log = daemons_[d]->log();
       for (const char* bad : {"AddressSanitizer", "LeakSanitizer", "runtime error:", " critical "})
         if (log.find(bad) != std::string::npos)
@@ -408,24 +621,67 @@ class cluster {
     return result;
   }
 
-  // What the daemons say they detected (counters restart with a daemon).
-  std::string detected() const {
-    std::uint64_t restarts = 0;
-    std::uint64_t clock_jumps = 0;
-    for (const auto& d : daemons_) {
-      try {
-        const auto counters = d->info().at("counters");
-        restarts += counters.value("restarts", std::uint64_t{0});
-        clock_jumps += counters.value("clock_jumps", std::uint64_t{0});
-      } catch (const std::exception&) {
-      }
+  // The INFO counters of daemon d summed over its lives (banked before each kill and at the end).
+  std::uint64_t counter(std::size_t d, const std::string& name) const {
+    const auto it = banked_[d].find(name);
+    return it == banked_[d].end() ? 0 : it->second;
+  }
+  // Log lines of daemon d (every life) that contain `text`.
+  std::size_t log_count(std::size_t d, const std::string& text) const {
+    const std::string log = daemons_[d]->log();
+    std::size_t n = 0;
+    for (auto at = log.find(text); at != std::string::npos; at = log.find(text, at + 1))
+      ++n;
+    return n;
+  }
+
+  // The faults the schedule made that the daemons must have reported.
+  void expect_detections() {
+    for (std::size_t d = 0; d < daemons_.size(); ++d) {
+      const auto restarts = counter(d, "restarts");
+      const auto jumps = counter(d, "clock_jumps");
+      const auto backward = log_count(d, "backward");
+      detected_ += "daemon" + std::to_string(d) + ": restarts " + std::to_string(restarts) +
+                   ", clock_jumps " + std::to_string(jumps) + ", key_losses " +
+                   std::to_string(counter(d, "key_losses")) + ", backward jumps logged " +
+                   std::to_string(backward) + ", lost " + std::to_string(counter(d, "lost")) + "; ";
     }
-    return "master restarts " + std::to_string(restarts) + ", clock jumps " +
-           std::to_string(clock_jumps);
+    // Restarts while a daemon runs are counted by it (new run_id); a restart while it was down
+    // is checked at its start (quarantined state), not here.
+    if (restarts_made_ > restarts_seen_at_start_) {
+      const auto made = restarts_made_ - restarts_seen_at_start_;
+      for (std::size_t d = 0; d < daemons_.size(); ++d)
+        bites_.push_back({"daemon" + std::to_string(d) + " counted the " + std::to_string(made) +
+                              " master restart(s) made while it ran (INFO restarts " +
+                              std::to_string(counter(d, "restarts")) + ")",
+                          counter(d, "restarts") >= made});
+    }
+    if (forward_jumps_made_ > 0) {
+      std::uint64_t jumps = 0;
+      for (std::size_t d = 0; d < daemons_.size(); ++d)
+        jumps += counter(d, "clock_jumps");
+      bites_.push_back({"the daemons counted the forward clock jumps of node2 (" +
+                            std::to_string(forward_jumps_made_) + " made, INFO clock_jumps " +
+                            std::to_string(jumps) + ")",
+                        jumps > 0});
+    }
+    if (backward_jumps_made_ > 0) {
+      std::size_t logged = 0;
+      for (std::size_t d = 0; d < daemons_.size(); ++d)
+        logged += log_count(d, "backward");
+      bites_.push_back({"the daemons logged the backward clock jumps of node2 (" +
+                            std::to_string(backward_jumps_made_) + " made, " +
+                            std::to_string(logged) + " log lines)",
+                        logged >= backward_jumps_made_});
+    }
   }
 
   const std::vector<fault>& faults() const { return faults_; }
+  const std::vector<bite>& bites() const { return bites_; }
+  const std::string& detected() const { return detected_; }
+  const std::vector<std::pair<int, std::int64_t>>& kills() const { return kills_; }
   register_state store_state() const { return store_.snapshot(); }
+  const fs::path& work_path() const { return work_.path(); }
   std::size_t daemon_count() const { return daemons_.size(); }
   std::mt19937_64& random() { return random_; }
   void note_heal() { last_fault_end_ns_ = monotonic_ns(); }
@@ -442,15 +698,38 @@ class cluster {
             "FAKETIME_DONT_FAKE_MONOTONIC=1"};
   }
   fs::path clock_file() const { return work_.path() / "faketime"; }
+  void set_clock(std::chrono::milliseconds offset) {
+    clock_offset_ = offset;
+    std::ostringstream text;
+    text.setf(std::ios::fixed);
+    text.precision(3);
+    text << (offset.count() >= 0 ? "+" : "") << static_cast<double>(offset.count()) / 1000.0
+         << "s\n";
+    test::write_file(clock_file(), text.str());
+  }
+
+  // Adds daemon d's INFO counters to its bank (before it is killed or stopped).
+  void bank_counters(std::size_t d) {
+    try {
+      const auto counters = daemons_[d]->info().at("counters");
+      for (const auto& [name, value] : counters.items())
+        if (value.is_number_unsigned())
+          banked_[d][name] += value.get<std::uint64_t>();
+    } catch (const std::exception& e) {
+      log_line("daemon" + std::to_string(d) + ": counters not read before the kill: " + e.what());
+    }
+  }
 
   std::string proxy_address(std::size_t daemon, std::size_t node) const {
     return "127.0.0.1:" + std::to_string(proxies_[daemon][node]->port());
   }
-  // Sets the proxies of `nodes` for every daemon.
+  // Sets the proxies of `nodes` for every daemon (daemon 1 keeps its blackhole to 3 and 4 when
+  // the run says so).
   void set_proxies(const std::vector<std::size_t>& nodes, fault_proxy::mode m, int delay_ms = 0) {
-    for (auto& per_daemon : proxies_)
+    for (std::size_t d = 0; d < proxies_.size(); ++d)
       for (auto i : nodes)
-        per_daemon[i]->set_mode(m, delay_ms);
+        if (!(d == 1 && spec_.daemon1_without_3_4 && (i == 3 || i == 4)))
+          proxies_[d][i]->set_mode(m, delay_ms);
   }
 
   // "r0=[a1b2,a1b2,-,c3d4,c3d4] ..." (owner prefixes per master), for the log.
@@ -485,27 +764,39 @@ class cluster {
     log_line((spec_.weakened ? "[weakened] " : "") + f.kind + " " + f.target);
   }
 
-  // Polls INFO of every daemon until `accept(state)` holds for each of `nodes`.
-  void wait_states(const std::vector<std::size_t>& nodes,
-                   const std::function<bool(const std::string&)>& accept,
-                   std::chrono::milliseconds timeout) {
+  // Polls INFO of daemon d until `accept(state)` holds for each of `nodes`; false on timeout.
+  bool wait_states_of(std::size_t d, const std::vector<std::size_t>& nodes,
+                      const std::function<bool(const std::string&)>& accept,
+                      std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
       bool all = true;
-      for (std::size_t d = 0; d < daemons_.size(); ++d) {
-        try {
-          const auto info = daemons_[d]->info();
-          for (auto i : nodes)
-            all = all && accept(test::node_state(info, proxy_address(d, i)));
-        } catch (const std::exception&) {
-          all = false;
-        }
+      try {
+        const auto info = daemons_[d]->info();
+        for (auto i : nodes)
+          all = all && accept(test::node_state(info, proxy_address(d, i)));
+      } catch (const std::exception&) {
+        all = false;
       }
       if (all)
-        return;
+        return true;
       std::this_thread::sleep_for(20ms);
     }
-    log_line("warning: masters " + node_names(nodes) + " did not reach the expected state");
+    log_line("warning: daemon" + std::to_string(d) + ": masters " + node_names(nodes) +
+             " did not reach the expected state");
+    return false;
+  }
+  // The same for every daemon (daemon 1 without 3 and 4 is not asked about them).
+  void wait_states(const std::vector<std::size_t>& nodes,
+                   const std::function<bool(const std::string&)>& accept,
+                   std::chrono::milliseconds timeout) {
+    for (std::size_t d = 0; d < daemons_.size(); ++d) {
+      std::vector<std::size_t> mine;
+      for (auto i : nodes)
+        if (!(d == 1 && spec_.daemon1_without_3_4 && (i == 3 || i == 4)))
+          mine.push_back(i);
+      wait_states_of(d, mine, accept, timeout);
+    }
   }
 
   // Reconnected: "ok" or quarantined, but no longer down or connecting.
@@ -515,8 +806,8 @@ class cluster {
   }
 
   // Waits until some resource's key on master 0 changes owner: a grant made just now, while the
-  // split holds, so it lives on masters 0-2 only.
-  void wait_fresh_grant(std::chrono::milliseconds timeout) {
+  // split holds, so it lives on masters 0-2 only. Returns that resource.
+  std::optional<std::string> wait_fresh_grant(std::chrono::milliseconds timeout) {
     auto owners = [&] {
       std::map<std::string, std::string> out;
       for (const auto& r : resources_)
@@ -528,25 +819,56 @@ class cluster {
     while (std::chrono::steady_clock::now() < deadline) {
       for (const auto& [r, owner] : owners())
         if (!owner.empty() && owner != before.at(r))
-          return;
+          return r;
       std::this_thread::sleep_for(10ms);
     }
+    log_line("warning: no fresh grant within " + std::to_string(timeout.count()) + " ms");
+    return std::nullopt;
+  }
+
+  // Waits until master 0 holds a key granted just now with a long TTL (daemon 1's clients).
+  std::optional<std::string> wait_long_grant(std::chrono::milliseconds timeout) {
+    std::int64_t longest = 0;
+    std::int64_t shortest = INT64_MAX;
+    for (const auto& c : spec_.clients) {
+      longest = std::max(longest, c.ttl_ms);
+      shortest = std::min(shortest, c.ttl_ms);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (const auto& r : resources_) {
+        const auto left = fleet_.pttl(0, "chaos:" + r);
+        if (left > shortest + 500 && left > longest - 700)
+          return r;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    log_line("warning: no long grant within " + std::to_string(timeout.count()) + " ms");
+    return std::nullopt;
   }
 
   run_spec spec_;
   test::temp_dir work_;
   std::mt19937_64 random_;
-  std::chrono::seconds clock_offset_{0};
+  std::chrono::milliseconds clock_offset_{0};
   redis_fleet fleet_;
   fenced_register store_;
   register_server server_;
   std::vector<std::vector<std::unique_ptr<fault_proxy>>> proxies_; // [daemon][master]
-  std::vector<std::unique_ptr<daemon_process>> daemons_;
+  std::vector<std::unique_ptr<chaos_daemon>> daemons_;
+  std::vector<std::map<std::string, std::uint64_t>> banked_;
   std::vector<std::string> resources_;
   std::vector<child_process> clients_;
   std::vector<std::string> client_names_;
   std::vector<std::string> history_files_;
   std::vector<fault> faults_;
+  std::vector<bite> bites_;
+  std::vector<std::pair<int, std::int64_t>> kills_;
+  std::string detected_;
+  std::uint64_t restarts_made_ = 0;
+  std::uint64_t restarts_seen_at_start_ = 0;
+  std::uint64_t forward_jumps_made_ = 0;
+  std::uint64_t backward_jumps_made_ = 0;
   std::int64_t last_fault_end_ns_ = 0;
   std::int64_t clients_done_ns_ = 0;
 };
@@ -576,111 +898,277 @@ void mixed_nemesis(cluster& c, std::int64_t until_ns) {
 
 template <class Pick>
 void apply_mixed_fault(cluster& c, std::size_t round, Pick& pick) {
-  {
-    switch (round % 13) {
-    case 0:
-      c.kill_restart_masters({pick(master_count)});
-      break;
-    case 1:
-      c.pause_master(pick(master_count), 3s);
-      break;
-    case 2:
-      c.split_then("restart");
-      break;
-    case 3:
-      c.pause_daemon(pick(c.daemon_count()), 3s);
-      break;
-    case 4:
-      c.pause_client();
-      break;
-    case 5: {
-      const std::size_t a = pick(master_count);
-      c.kill_restart_masters({a, (a + 1 + pick(master_count - 1)) % master_count});
-      break;
-    }
-    case 6:
-      c.split_then("clock");
-      break;
-    case 7:
-      c.restart_daemon(pick(c.daemon_count()));
-      break;
-    case 8:
-      c.flushall(pick(master_count));
-      break;
-    case 9:
-      c.jump_clock(20s);
-      break;
-    case 10:
-      c.blackhole_master(pick(master_count), 3s);
-      break;
-    case 11:
-      c.delay_master(pick(master_count), pick(2) == 0 ? 40 : 150, 4s);
-      break;
-    default:
-      c.split_daemons(4s);
-      break;
-    }
+  switch (round % 15) {
+  case 0:
+    c.kill_restart_masters({pick(master_count)});
+    break;
+  case 1:
+    c.pause_master(pick(master_count), 3s);
+    break;
+  case 2:
+    c.split_then("restart");
+    break;
+  case 3:
+    c.pause_daemon(pick(c.daemon_count()), 3s);
+    break;
+  case 4:
+    c.pause_client();
+    break;
+  case 5: {
+    const std::size_t a = pick(master_count);
+    c.kill_restart_masters({a, (a + 1 + pick(master_count - 1)) % master_count});
+    break;
   }
+  case 6:
+    c.split_then("clock");
+    break;
+  case 7:
+    c.restart_daemon(pick(c.daemon_count()));
+    break;
+  case 8:
+    c.flushall(pick(master_count));
+    break;
+  case 9:
+    c.jump_clock(20s);
+    break;
+  case 10:
+    c.blackhole_master(pick(master_count), 3s);
+    break;
+  case 11:
+    c.delay_master(pick(master_count), pick(2) == 0 ? 40 : 150, 4s);
+    break;
+  case 12:
+    c.jump_clock(-3s);
+    break;
+  case 13:
+    c.restart_master_while_daemon_down(pick(c.daemon_count()), pick(master_count));
+    break;
+  default:
+    c.split_daemons(4s);
+    break;
+  }
+}
+
+// ---- the schedules ------------------------------------------------------------------------
+
+// Plain leases, EXTEND and WAIT: two clients per daemon; daemon 0 has a lease and a WAIT client
+// (hand-overs inside its queue), daemon 1 a lease and an EXTEND client.
+std::vector<client_plan> plain_clients(std::int64_t ttl, std::int64_t hold_min,
+                                       std::int64_t hold_max) {
+  return {{0, "lease", ttl, hold_min, hold_max},
+          {1, "extend", ttl, hold_min, hold_max},
+          {0, "wait", ttl, hold_min, hold_max},
+          {1, "lease", ttl, hold_min, hold_max}};
+}
+
+// KEEP clients hold longer than the TTL: only the renewals keep their locks.
+std::vector<client_plan> keep_clients(std::int64_t ttl) {
+  return {{0, "keep", ttl, ttl + 1000, ttl * 2},
+          {1, "keep", ttl, ttl + 1000, ttl * 2},
+          {0, "keep", ttl, ttl + 1000, ttl * 2},
+          {1, "keep", ttl, ttl + 1000, ttl * 2}};
+}
+
+struct schedule_info {
+  std::string name;
+  std::string family; // plain, keep, two-daemon, or "" (no weakened control)
+  std::string what;
+};
+
+const std::vector<schedule_info>& schedules() {
+  static const std::vector<schedule_info> all{
+      {"split", "plain",
+       "masters 3,4 cut off; a grant lands on 0-2; node2 restarts empty (cycle 1) or its clock "
+       "jumps 3 TTLs (cycle 2); heal"},
+      {"keep-split", "keep",
+       "the same with KEEP clients only: cut 3,4, fresh grant, heal, node2 restarts empty"},
+      {"two-daemon-restart", "two-daemon",
+       "daemon1 grants 8 s leases on masters 0-2 only, daemon0 1 s leases; node2 restarts empty "
+       "while a long lease runs (issue 11 bug 1)"},
+      {"restart-daemon-down", "",
+       "daemon0 killed, a master restarts empty, daemon0 starts again and must quarantine it"},
+      {"kill-daemon-keep", "",
+       "daemon0 killed -9 while it holds KEEP locks, restarted 1 s later; nobody may take "
+       "those locks within ttl/2"},
+      {"pause-daemon-keep", "", "daemon0 SIGSTOPped for TTL + 1 s while it holds KEEP locks"},
+      {"split-daemons", "", "daemon0 loses masters 3,4 while daemon1 loses 0,1, for 4 s"},
+      {"clock-backward", "", "node2's clock jumps 2 s backward"},
+      {"clock-creep", "",
+       "masters 3,4 cut off; a grant lands on 0-2; node2's clock creeps forward in 450 ms steps "
+       "until the key is gone there; heal"},
+      {"mixed", "", "every nemesis in turn (long mode)"},
+  };
+  return all;
+}
+
+std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
+                                  const std::string& daemon_bin) {
+  run_spec spec;
+  spec.schedule = schedule;
+  spec.weakened = weakened;
+  spec.daemon_bin = daemon_bin;
+  if (schedule == "split" || schedule == "mixed") {
+    spec.clients = plain_clients(5000, 1500, 3500);
+  } else if (schedule == "keep-split") {
+    spec.clients = keep_clients(5000);
+    spec.min_grants = 4;
+    spec.min_writes = 4;
+  } else if (schedule == "two-daemon-restart") {
+    spec.daemon1_without_3_4 = true;
+    spec.clients = {{0, "lease", 1000, 100, 400},
+                    {1, "lease", 8000, 3500, 5000},
+                    {0, "lease", 1000, 100, 400},
+                    {1, "extend", 8000, 2500, 3000}};
+  } else if (schedule == "restart-daemon-down" || schedule == "split-daemons" ||
+             schedule == "clock-backward") {
+    spec.clients = plain_clients(3000, 500, 1500);
+  } else if (schedule == "kill-daemon-keep" || schedule == "pause-daemon-keep") {
+    spec.clients = {{0, "keep", 4000, 5000, 7000},
+                    {1, "lease", 4000, 500, 1500},
+                    {0, "keep", 4000, 5000, 7000},
+                    {1, "wait", 4000, 500, 1500}};
+    spec.min_grants = 4;
+    spec.min_writes = 4;
+  } else if (schedule == "clock-creep") {
+    spec.clients = {{0, "lease", 8000, 5500, 7500},
+                    {1, "lease", 8000, 5500, 7500},
+                    {0, "lease", 8000, 5500, 7500},
+                    {1, "lease", 8000, 5500, 7500}};
+    spec.min_grants = 4;
+    spec.min_writes = 2;
+  } else {
+    return std::nullopt;
+  }
+  if (schedule == "mixed") {
+    spec.min_grants = 50;
+    spec.min_writes = 25;
+  }
+  return spec;
+}
+
+// One cycle of the schedule's nemesis.
+void run_cycle(cluster& c, const run_spec& spec, int k) {
+  const auto ttl = std::chrono::milliseconds(spec.max_ttl_ms());
+  const auto s = spec.schedule;
+  if (s == "split") {
+    c.split_then(k % 2 == 0 ? "restart" : "clock");
+    // Give the intruders time while the first holders' leases are still running.
+    std::this_thread::sleep_for(ttl + 1s);
+  } else if (s == "keep-split") {
+    c.split_then("restart", true);
+    std::this_thread::sleep_for(ttl + 1s);
+  } else if (s == "two-daemon-restart") {
+    c.two_daemon_restart();
+    std::this_thread::sleep_for(ttl + 1s); // the long lease, and a while for the intruders
+  } else if (s == "restart-daemon-down") {
+    c.restart_master_while_daemon_down(0, static_cast<std::size_t>(k) % master_count);
+    std::this_thread::sleep_for(ttl + 1s);
+  } else if (s == "kill-daemon-keep") {
+    c.kill_daemon_with_keep(0);
+    std::this_thread::sleep_for(ttl + 1s);
+  } else if (s == "pause-daemon-keep") {
+    c.pause_daemon_with_keep(0, ttl + 1s);
+    std::this_thread::sleep_for(2s);
+  } else if (s == "split-daemons") {
+    c.split_daemons(4s);
+    std::this_thread::sleep_for(2s);
+  } else if (s == "clock-backward") {
+    c.jump_clock(-2s);
+    std::this_thread::sleep_for(ttl);
+  } else if (s == "clock-creep") {
+    c.split_then("creep");
+    std::this_thread::sleep_for(ttl);
+  }
+}
+
+bool judge(const run_report& r, std::string& why);
+
+// Copies the histories and the daemons' logs of a failed run to
+// $REDLOCKD_CHAOS_ARTIFACTS (default /tmp/redlockd-chaos-artifacts)/<schedule>-<pid>-<n>/.
+void keep_artifacts(const fs::path& work, run_report& report) {
+  static int n = 0;
+  const char* env = std::getenv("REDLOCKD_CHAOS_ARTIFACTS");
+  const fs::path root = env != nullptr && *env != '\0' ? env : "/tmp/redlockd-chaos-artifacts";
+  const fs::path dest = root / (report.schedule + (report.weakened ? "-weakened-" : "-") +
+                                std::to_string(::getpid()) + "-" + std::to_string(++n));
+  std::error_code ec;
+  for (const auto& entry : fs::recursive_directory_iterator(work, ec)) {
+    if (!entry.is_regular_file())
+      continue;
+    const auto target = dest / fs::relative(entry.path(), work);
+    fs::create_directories(target.parent_path(), ec);
+    fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, ec);
+  }
+  report.artifacts = dest.string();
 }
 
 run_report run_one(const run_spec& spec) {
   run_report report;
+  report.schedule = spec.schedule;
+  report.weakened = spec.weakened;
+  report.min_grants = spec.min_grants;
+  report.min_writes = spec.min_writes;
   report.title = spec.schedule +
                  (spec.weakened ? " / weakened daemon (unsafe_disable_quarantine)" : " / redlockd");
-  log_line("run: " + report.title + " seed " + std::to_string(spec.seed));
+  log_line("run: " + report.title + " seed " + std::to_string(spec.seed) + ", daemon " +
+           spec.daemon_bin);
   try {
     cluster c(spec);
     const auto start = monotonic_ns();
     const std::int64_t horizon = std::chrono::nanoseconds(spec.duration).count();
     // The clients stop when told to (a stop file), after the nemesis and a quiet spell; this
     // deadline only bounds them should the harness die.
-    const std::int64_t quiet_after_ns = 2'000'000'000;
-    c.start_clients(start + horizon + 600'000'000'000LL);
+    c.start_clients(start + horizon + 1'800'000'000'000LL);
     std::this_thread::sleep_for(2s); // warm up: locks are being taken before the first fault
     if (spec.schedule == "mixed") {
       mixed_nemesis(c, start + horizon);
     } else {
-      for (int k = 0; k < spec.cycles; ++k) {
-        c.split_then(spec.schedule == "split-restart" ? "restart" : "clock");
-        // Give the intruders time while the first holders' leases are still running.
-        std::this_thread::sleep_for(std::chrono::milliseconds(spec.ttl_ms + 1000));
-      }
+      for (int k = 0; k < spec.cycles; ++k)
+        run_cycle(c, spec, k);
     }
     c.heal_everything();
     c.note_heal();
     log_line("heal; waiting for the clients to finish");
-    std::this_thread::sleep_for(std::chrono::nanoseconds(quiet_after_ns));
-    c.stop_clients(std::chrono::milliseconds(spec.hold_max_ms + 8000));
+    std::this_thread::sleep_for(1s);
+    report.client_exits = c.stop_clients(std::chrono::milliseconds(spec.max_hold_ms() + 10000));
     log_line("clients stopped; checking");
-    report.detected = c.detected();
     auto history = c.history();
     auto final_store = c.store_state();
     report.checks.push_back(check_validity_overlap(history));
     report.checks.push_back(check_fence_order(history));
     report.checks.push_back(check_lost_writes(history, final_store));
+    if (!c.kills().empty())
+      report.checks.push_back(check_keep_survives_kill(history, c.kills()));
     report.checks.push_back(c.check_liveness(report.liveness_max_ms));
-    log_line("liveness checked");
     report.checks.push_back(c.check_leaks());
-    log_line("leaks checked");
-    report.checks.push_back(c.check_daemon_logs());
+    report.checks.push_back(c.stop_daemons_and_check_logs());
+    c.expect_detections();
+    report.detected = c.detected();
+    report.bites = c.bites();
     report.stale = count_stale_writes(history);
     report.store = final_store;
-    for (const auto& op : history)
+    for (const auto& op : history) {
       ++report.ops[op.kind][op.outcome];
+      if (op.kind == "lock" && op.outcome == "ok")
+        ++report.grants;
+    }
+    report.writes = final_store.writes_accepted;
     for (const auto& f : c.faults())
       ++report.faults[f.kind];
+    std::string why;
+    if (!judge(report, why))
+      keep_artifacts(c.work_path(), report);
   } catch (const std::exception& e) {
     report.error = e.what();
   }
+  log_line("run done: " + report.title);
   return report;
 }
 
 void print_report(const run_report& r) {
   std::cout << "\n=== " << r.title << " ===\n";
-  if (!r.error.empty()) {
+  if (!r.error.empty())
     std::cout << "HARNESS ERROR: " << r.error << "\n";
-    return;
-  }
   std::cout << "operations (ok / fail / unknown):\n";
   for (const auto& [kind, outcomes] : r.ops) {
     auto count = [&](const char* o) {
@@ -690,15 +1178,23 @@ void print_report(const run_report& r) {
     std::cout << "  " << kind << ": " << count("ok") << " / " << count("fail") << " / "
               << count("info") << "\n";
   }
+  std::cout << "grants " << r.grants << " (min " << r.min_grants << "), writes accepted "
+            << r.writes << " (min " << r.min_writes << ")\n";
   std::cout << "faults applied:";
   for (const auto& [kind, n] : r.faults)
     std::cout << " " << kind << "=" << n;
   std::cout << "\nregister: writes accepted " << r.store.writes_accepted
             << ", stale writes rejected " << r.store.writes_rejected << ", stale reads rejected "
-            << r.store.reads_rejected << "; writes after their lease ended: " << r.stale.stale
-            << " (rejected " << r.stale.rejected << ", accepted with no newer holder "
-            << r.stale.accepted << ")\n";
-  std::cout << "daemons detected (INFO counters, since their last start): " << r.detected << "\n";
+            << r.store.reads_rejected
+            << "; writes after their lock's window ended: " << r.stale.stale << " (rejected "
+            << r.stale.rejected << ", accepted with no newer holder " << r.stale.accepted << ")\n";
+  std::cout << "daemons reported (INFO counters over every life, logs): " << r.detected << "\n";
+  for (const auto& b : r.bites)
+    std::cout << "  fault bit: " << (b.met ? "yes" : "NO ") << "  " << b.what << "\n";
+  for (const auto& e : r.client_exits)
+    std::cout << "  CLIENT: " << e << "\n";
+  if (!r.artifacts.empty())
+    std::cout << "histories and daemon logs kept in " << r.artifacts << "\n";
   std::cout << "liveness: slowest lock after heal " << r.liveness_max_ms << " ms\n";
   std::cout << "checkers (violations / checked):\n";
   for (const auto& c : r.checks) {
@@ -708,56 +1204,113 @@ void print_report(const run_report& r) {
   }
 }
 
+// The verdict of one run. redlockd: a valid run with no violation. Weakened: a valid run with
+// at least one safety violation.
+bool judge(const run_report& r, std::string& why) {
+  const auto problems = r.validity_problems();
+  if (!problems.empty()) {
+    why = "the run proves nothing";
+    if (r.all_violations() > 0) {
+      why += " (the checkers found " + std::to_string(r.all_violations()) + " violation(s):";
+      for (const auto& c : r.checks)
+        if (c.violations > 0)
+          why += " [" + c.name + ": " + std::to_string(c.violations) + "]";
+      why += ")";
+    }
+    why += ":";
+    for (const auto& p : problems)
+      why += "\n    - " + p;
+    return false;
+  }
+  if (r.weakened) {
+    why = std::to_string(r.safety_violations()) +
+          " safety violation(s); the weakened daemon must show at least one";
+    return r.safety_violations() > 0;
+  }
+  why = std::to_string(r.all_violations()) + " violation(s); redlockd must show none";
+  if (r.all_violations() > 0) {
+    why += ":";
+    for (const auto& c : r.checks)
+      if (c.violations > 0)
+        why += " [" + c.name + ": " + std::to_string(c.violations) + "]";
+  }
+  return r.all_violations() == 0;
+}
+
+int run_all(const std::vector<run_spec>& specs, const std::string& mode) {
+  std::vector<run_report> reports;
+  for (const auto& spec : specs)
+    reports.push_back(run_one(spec));
+  std::cout << "\n##### redlockd-chaos " << mode << " (daemon " << specs.front().daemon_bin
+            << ") #####\n";
+  bool pass = true;
+  std::string summary;
+  for (const auto& r : reports) {
+    print_report(r);
+    std::string why;
+    const bool ok = judge(r, why);
+    std::cout << (ok ? "PASS: " : "FAIL: ") << why << "\n";
+    summary += std::string("  ") + (ok ? "PASS  " : "FAIL  ") + r.title + ": " + why + "\n";
+    pass = pass && ok;
+  }
+  std::cout << "\n##### summary #####\n" << summary;
+  std::cout << "\nchaos " << mode << ": " << (pass ? "PASS" : "FAIL") << std::endl;
+  return pass ? 0 : 1;
+}
+
 int usage() {
-  std::cerr << "usage: redlockd-chaos --short\n"
-               "       redlockd-chaos --long [MINUTES]   (default 12: 2/3 redlockd, 1/3 weakened)\n"
-               "       redlockd-chaos --one split-restart|split-clock|mixed [--weakened]\n";
+  std::cerr << "usage: redlockd-chaos [--daemon-bin PATH] --short\n"
+               "       redlockd-chaos [--daemon-bin PATH] --long [MINUTES]   (default 30)\n"
+               "       redlockd-chaos [--daemon-bin PATH] --one SCHEDULE [--weakened] "
+               "[--cycles N]\n"
+               "       redlockd-chaos --list\n"
+               "The daemon binary defaults to $REDLOCKD_CHAOS_DAEMON, else the one built here.\n";
   return 2;
 }
 
-int run_short() {
-  std::vector<std::pair<run_spec, run_report>> runs;
-  for (const std::string schedule : {"split-restart", "split-clock"})
-    for (const bool weakened : {false, true}) {
-      run_spec spec;
-      spec.schedule = schedule;
-      spec.weakened = weakened;
-      runs.emplace_back(spec, run_one(spec));
+// Short mode: every schedule once (two cycles where it has cycles), and the weakened daemon in
+// each family it applies to.
+std::vector<run_spec> short_specs(const std::string& bin) {
+  std::vector<run_spec> out;
+  for (const auto& s : schedules()) {
+    if (s.name == "mixed")
+      continue;
+    auto spec = *make_spec(s.name, false, bin);
+    spec.cycles = s.name == "clock-creep" || s.name == "split-daemons" ||
+                          s.name == "clock-backward" || s.name == "kill-daemon-keep" ||
+                          s.name == "pause-daemon-keep" || s.name == "restart-daemon-down"
+                      ? 1
+                      : 2;
+    out.push_back(spec);
+    if (!s.family.empty()) {
+      auto weak = *make_spec(s.name, true, bin);
+      weak.cycles = spec.cycles;
+      out.push_back(weak);
     }
-  bool pass = true;
-  std::cout << "\n##### redlockd-chaos --short #####\n";
-  for (const auto& [spec, report] : runs) {
-    print_report(report);
-    const bool ok = report.error.empty() &&
-                    (spec.weakened ? report.safety_violations() > 0 : report.all_violations() == 0);
-    std::cout << (ok ? "PASS: " : "FAIL: ")
-              << (spec.weakened ? "the weakened daemon must show at least one safety violation"
-                                : "redlockd must show no violation")
-              << "\n";
-    pass = pass && ok;
   }
-  std::cout << "\n" << (pass ? "chaos short: PASS" : "chaos short: FAIL") << std::endl;
-  return pass ? 0 : 1;
+  return out;
 }
 
-int run_long(int minutes) {
-  run_spec safe;
-  safe.schedule = "mixed";
-  safe.duration = std::chrono::seconds(minutes * 60 * 2 / 3);
-  run_spec weak = safe;
-  weak.weakened = true;
-  weak.duration = std::chrono::seconds(minutes * 60 / 3);
-  const auto safe_report = run_one(safe);
-  const auto weak_report = run_one(weak);
-  std::cout << "\n##### redlockd-chaos --long (" << minutes << " min) #####\n";
-  print_report(safe_report);
-  print_report(weak_report);
-  const bool pass = safe_report.error.empty() && safe_report.all_violations() == 0;
-  std::cout << "\n"
-            << (pass ? "chaos long: PASS" : "chaos long: FAIL") << " (redlockd violations "
-            << safe_report.all_violations() << ", weakened safety violations "
-            << weak_report.safety_violations() << ")" << std::endl;
-  return pass ? 0 : 1;
+// Long mode: every schedule with more cycles, the mix for what is left of `minutes`, and the
+// weakened controls.
+std::vector<run_spec> long_specs(const std::string& bin, int minutes) {
+  std::vector<run_spec> out;
+  for (const auto& s : schedules()) {
+    if (s.name == "mixed")
+      continue;
+    auto spec = *make_spec(s.name, false, bin);
+    spec.cycles = 4;
+    out.push_back(spec);
+    if (!s.family.empty()) {
+      auto weak = *make_spec(s.name, true, bin);
+      weak.cycles = 2;
+      out.push_back(weak);
+    }
+  }
+  auto mixed = *make_spec("mixed", false, bin);
+  mixed.duration = std::chrono::seconds(std::max(5, minutes - 15) * 60);
+  out.push_back(mixed);
+  return out;
 }
 
 } // namespace
@@ -780,19 +1333,47 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::string bin = default_daemon_binary();
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (args[i] == "--daemon-bin" && i + 1 < args.size()) {
+      bin = fs::absolute(args[i + 1]).string();
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i),
+                 args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+      break;
+    }
+  if (!fs::exists(bin)) {
+    std::cerr << "redlockd-chaos: daemon binary " << bin << " does not exist\n";
+    return 2;
+  }
+  if (args.size() == 1 && args[0] == "--list") {
+    for (const auto& s : schedules())
+      std::cout << s.name << (s.family.empty() ? "" : " [weakened control: " + s.family + "]")
+                << ": " << s.what << "\n";
+    return 0;
+  }
   if (args.size() == 1 && args[0] == "--short")
-    return run_short();
+    return run_all(short_specs(bin), "--short");
   if (!args.empty() && args[0] == "--long")
-    return run_long(args.size() > 1 ? std::stoi(args[1]) : 12);
+    return run_all(long_specs(bin, args.size() > 1 ? std::stoi(args[1]) : 30), "--long");
   if (!args.empty() && args[0] == "--one" && args.size() >= 2) {
-    run_spec spec;
-    spec.schedule = args[1];
-    spec.weakened = args.size() > 2 && args[2] == "--weakened";
-    if (spec.schedule == "mixed")
-      spec.duration = 90s;
-    const auto report = run_one(spec);
-    print_report(report);
-    return report.error.empty() && (spec.weakened || report.all_violations() == 0) ? 0 : 1;
+    bool weakened = false;
+    int cycles = 0;
+    for (std::size_t i = 2; i < args.size(); ++i) {
+      if (args[i] == "--weakened")
+        weakened = true;
+      else if (args[i] == "--cycles" && i + 1 < args.size())
+        cycles = std::stoi(args[++i]);
+      else
+        return usage();
+    }
+    auto spec = make_spec(args[1], weakened, bin);
+    if (!spec)
+      return usage();
+    if (cycles > 0)
+      spec->cycles = cycles;
+    if (spec->schedule == "mixed")
+      spec->duration = 90s;
+    return run_all({*spec}, "--one " + args[1]);
   }
   return usage();
 }
