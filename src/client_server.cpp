@@ -363,15 +363,14 @@ void client_session::write_ready_replies() {
       // The validity is what is left now, when the line is written (a WAIT ahead of it may
       // have held it back). With none left the client is told it did not get the lock.
       const auto until = context_.engine.valid_until(*head.grant);
-      const auto now = clock_type::now();
-      const std::string line = head.grant->render(now, until.value_or(now));
-      if (!until || line == head.grant->expired) {
+      if (!until || !head.grant->refresh(clock_type::now(), *until)) {
         context_.engine.grant_expired(*head.grant);
+        head.grant->line = head.grant->expired_line();
         head.pushes.clear(); // a LOST about a lock the client never saw
       }
       if (head.counted)
-        context_.results.add_reply(*head.counted, line);
-      pending_.append(line);
+        context_.results.add_reply(*head.counted, head.grant->line);
+      pending_.append(head.grant->line);
     } else {
       if (head.counted)
         context_.results.add_reply(*head.counted, *head.line);

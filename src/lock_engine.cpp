@@ -426,15 +426,19 @@ void lock_engine::finish_grant(std::uint32_t slot, grant_reply grant) {
     sink->deliver_grant(seq, std::move(grant), now_());
 }
 
-std::string grant_reply::render(clock_type::time_point now, clock_type::time_point until) const {
+bool grant_reply::refresh(clock_type::time_point now, clock_type::time_point until) {
   if (until <= now)
-    return expired;
+    return false;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
   if (left < 1)
-    return expired;
-  std::string out(line, 0, validity_at);
-  out.append(std::to_string(left)).push_back('\n');
-  return out;
+    return false;
+  line.resize(validity_at); // in place: no allocation on the common path
+  line.append(decimal(static_cast<std::uint64_t>(left)).view()).push_back('\n');
+  return true;
+}
+
+std::string grant_reply::expired_line() const {
+  return needed == 0 ? format_notheld() : format_noquorum(0, needed);
 }
 
 std::optional<clock_type::time_point> lock_engine::valid_until(const grant_reply& grant) const {
@@ -1135,7 +1139,7 @@ void lock_engine::decide(std::uint32_t slot) {
       grant.line = format_extend_ok(validity);
       grant.validity_at = 3; // "OK <validity>"
       grant.valid_until = now_() + std::chrono::milliseconds(validity);
-      grant.expired = format_notheld();
+
       finish_grant(slot, std::move(grant));
     } else if (op.tally.refused_by_majority()) {
       ++counters_.notheld;
@@ -1220,7 +1224,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   grant.line = format_lock_ok(view(op.owner), op.fence.proposed(), validity);
   grant.validity_at = grant.line.rfind(' ') + 1;
   grant.valid_until = now + std::chrono::milliseconds(validity);
-  grant.expired = format_noquorum(0, quorum(node_count_));
+  grant.needed = quorum(node_count_);
   if (op.keep) {
     grant.keep_index = start_keep(slot, validity);
     grant.keep_generation = keeps_[grant.keep_index].generation;

@@ -57,14 +57,16 @@ struct grant_reply {
   std::string line;            // formatted with the validity at the decision
   std::size_t validity_at = 0; // offset of the validity field in `line`
   clock_type::time_point valid_until{};
-  std::string expired; // written instead when no validity is left by then
+  // With no validity left: LOCK writes NOQUORUM 0 <needed>, EXTEND (needed 0) NOTHELD.
+  std::size_t needed = 0;
   // A KEEP lock (generation != 0): its validity follows its renewals.
   std::uint32_t keep_index = 0;
   std::uint32_t keep_generation = 0;
 
-  // The line with the validity left at `now` (until: valid_until, or the KEEP lock's), or
-  // `expired` if less than 1 ms is left.
-  std::string render(clock_type::time_point now, clock_type::time_point until) const;
+  // Rewrites the validity in `line` to what is left at `now` of `until` (valid_until, or the
+  // KEEP lock's). False, with `line` unchanged, when less than 1 ms is left.
+  bool refresh(clock_type::time_point now, clock_type::time_point until);
+  std::string expired_line() const;
 };
 
 // Where a client's replies go (a session). `seq` orders replies per client.
@@ -74,7 +76,8 @@ class reply_sink {
   virtual void deliver(std::uint64_t seq, std::string line) = 0;
   // An OK with a validity: rendered when it is written (by default at once).
   virtual void deliver_grant(std::uint64_t seq, grant_reply grant, clock_type::time_point now) {
-    deliver(seq, grant.render(now, grant.valid_until));
+    deliver(seq,
+            grant.refresh(now, grant.valid_until) ? std::move(grant.line) : grant.expired_line());
   }
   // A line outside the reply order (LOST) about the lock that reply `after_seq` granted:
   // written as soon as possible, but never before that reply.
