@@ -309,6 +309,7 @@ struct daemon::impl final : node_io {
           {"fence_conflicts", c.fence_conflicts},
           {"restarts", c.restarts},
           {"clock_jumps", c.clock_jumps},
+          {"clock_jumps_backward", c.clock_jumps_backward},
           {"key_losses", c.key_losses},
           {"auth_failures", context.auth_failures}}},
         {"fence_high_water", engine.fence_high_water()},

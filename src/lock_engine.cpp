@@ -343,9 +343,11 @@ bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uin
     quarantine(node, quarantine_reason::clock, received);
     return false;
   }
-  if (behind > static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000)
+  if (behind > static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000) {
+    ++counters_.clock_jumps_backward;
     log_->warn("node {}: clock jumped {} ms backward (its locks last longer than granted)",
                cfg_.nodes[node].to_string(), behind / 1000);
+  }
   return true;
 }
 

@@ -92,12 +92,13 @@ struct engine_counters {
   std::uint64_t extended = 0;
   std::uint64_t notheld = 0;
   std::uint64_t lost = 0;
-  std::uint64_t renewed = 0;         // KEEP renewals that reached a quorum
-  std::uint64_t fence_conflicts = 0; // acquisitions that needed a second fencing round
-  std::uint64_t restarts = 0;        // master restarts detected (each quarantined)
-  std::uint64_t clock_jumps = 0;     // forward clock jumps of masters detected
-  std::uint64_t key_losses = 0;      // live lock keys a master lost without restarting
-  std::uint64_t delayed = 0;         // LOCKs refused by lock-delay
+  std::uint64_t renewed = 0;              // KEEP renewals that reached a quorum
+  std::uint64_t fence_conflicts = 0;      // acquisitions that needed a second fencing round
+  std::uint64_t restarts = 0;             // master restarts detected (each quarantined)
+  std::uint64_t clock_jumps = 0;          // forward clock jumps of masters detected
+  std::uint64_t clock_jumps_backward = 0; // backward ones: logged, not quarantined
+  std::uint64_t key_losses = 0;           // live lock keys a master lost without restarting
+  std::uint64_t delayed = 0;              // LOCKs refused by lock-delay
 };
 
 class lock_engine {
