@@ -1,7 +1,7 @@
 // Fuzzes the configuration parser: any bytes either give a config that passes validate() or
 // throw config_error with a one-line message; no other exception may escape. parse_endpoint is
 // fuzzed on the same bytes: what it accepts must print back to text it parses the same way.
-#include "redlockd/config.hpp"
+#include "redlockd/config/config.hpp"
 
 #include <string>
 

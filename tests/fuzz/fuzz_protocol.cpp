@@ -3,7 +3,7 @@
 //
 // Input: byte 0 picks max_line_bytes (64..4096), byte 1 seeds the chunk sizes, the rest is
 // what a client sends.
-#include "redlockd/protocol.hpp"
+#include "redlockd/protocol/protocol.hpp"
 
 #include <string>
 #include <vector>

@@ -5,7 +5,7 @@
 //
 // Input: byte 0 seeds the chunk sizes; the rest is both the RESP stream and, read as
 // length-prefixed strings, up to 8 command arguments.
-#include "redlockd/resp.hpp"
+#include "redlockd/resp/resp.hpp"
 
 #include <hiredis/hiredis.h>
 

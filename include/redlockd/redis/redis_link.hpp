@@ -1,0 +1,119 @@
+// One long-lived connection to one Redis master: connects, loads the scripts, pipelines every
+// command queued in a loop turn into one write, matches replies in order, checks health, and
+// reconnects with capped, jittered backoff.
+#pragma once
+
+#include "redlockd/config/config.hpp"
+#include "redlockd/lock/lock_engine.hpp"
+#include "redlockd/net/net.hpp"
+#include "redlockd/resp/pipeline.hpp"
+#include "redlockd/resp/resp.hpp"
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace spdlog {
+class logger;
+}
+
+namespace redlockd {
+
+class tls_context;
+class tls_stream;
+class status_reader;
+
+class redis_link {
+ public:
+  enum class state : std::uint8_t { connecting, handshaking, ok, down };
+
+  redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
+             std::shared_ptr<spdlog::logger> log);
+  ~redis_link();
+
+  // Every connection runs a TLS handshake and verifies the master's certificate against
+  // `server_name` (call before start()).
+  void use_tls(std::shared_ptr<tls_context> context, std::string server_name) {
+    tls_ = std::move(context);
+    tls_server_name_ = std::move(server_name);
+  }
+  // Replies and failures of engine requests go to `engine`; call before start().
+  void attach(lock_engine& engine) { engine_ = &engine; }
+  // Replies and failures of STATUS reads go to `status`; call before start().
+  void attach(status_reader& status) { status_ = &status; }
+  void start();
+  void stop();
+
+  // Connected, scripts loaded, and (with refuse_unsafe_nodes) not evicting keys.
+  bool usable() const { return state_ == state::ok && !(unsafe_ && cfg_.refuse_unsafe_nodes); }
+  // Its maxmemory-policy could evict lock keys.
+  bool unsafe() const { return unsafe_; }
+  state current_state() const { return state_; }
+  const endpoint& address() const { return address_; }
+  std::int64_t rtt_us() const { return rtt_us_; }
+  // The master refused the last AUTH (wrong redis_username or password).
+  bool auth_refused() const { return auth_refused_; }
+  // Nothing queued or waiting for a reply (or the node is down).
+  bool idle() const { return !usable() || (pipeline_.empty() && pending_.empty()); }
+
+  // Queues a command; everything queued before the loop turn ends goes out in one write.
+  void send(const request_tag& tag, std::string_view command);
+  // Loads the scripts again (the node answered NOSCRIPT).
+  void reload_scripts();
+
+ private:
+  awaitable<void> run();
+  awaitable<void> read_replies();
+  awaitable<void> check_health();
+  void handle_reply(const request_tag& tag, const redisReply& reply);
+  void queue_script_loads(std::uint32_t handshake);
+  void schedule_flush();
+  void write_pending();
+  void on_written(std::uint64_t connection, const error_code_t& ec);
+  void drop_connection(std::string_view why);
+  std::chrono::milliseconds next_backoff();
+
+  net::io_context& io_;
+  std::size_t index_;
+  endpoint address_;
+  const config& cfg_;
+  std::shared_ptr<spdlog::logger> log_;
+  lock_engine* engine_ = nullptr;
+  status_reader* status_ = nullptr;
+
+  tcp::socket socket_;
+  std::shared_ptr<tls_context> tls_; // null: plaintext
+  std::string tls_server_name_;
+  std::unique_ptr<tls_stream> tls_stream_; // over socket_, fresh for each connection
+  net::steady_timer connect_timer_;
+  net::steady_timer health_timer_;
+  net::steady_timer backoff_timer_;
+  state state_ = state::connecting;
+  bool stopping_ = false;
+  std::uint64_t connection_ = 0; // counts connections, so that stale handlers can tell
+
+  pipeline pipeline_;
+  reply_reader reader_;
+  std::vector<char> read_buffer_;
+  std::string pending_; // queued, not yet written
+  std::string writing_; // being written
+  bool write_in_progress_ = false;
+  bool flush_posted_ = false;
+
+  std::size_t handshake_left_ = 0;
+  lock_engine::node_facts facts_; // read during the handshake
+  bool reload_in_progress_ = false;
+  bool ping_outstanding_ = false;
+  clock_type::time_point ping_sent_{};
+  clock_type::time_point last_progress_{};
+  std::int64_t rtt_us_ = -1;
+  bool unsafe_ = false;
+  bool auth_refused_ = false; // the last AUTH was refused: log the next refusal at debug only
+
+  unsigned failures_ = 0; // consecutive failed connection attempts
+  std::minstd_rand jitter_;
+};
+
+} // namespace redlockd

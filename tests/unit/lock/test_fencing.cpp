@@ -1,0 +1,68 @@
+#include "redlockd/lock/fencing.hpp"
+#include "redlockd/resp/scripts.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+using namespace redlockd;
+
+TEST_CASE("proposals are unique and above everything observed", "[fencing]") {
+  fence_register hw;
+  CHECK(hw.propose() == 1);
+  CHECK(hw.propose() == 2);
+  hw.observe(100);
+  CHECK(hw.high_water() == 100);
+  hw.observe(50); // a lower counter never lowers the mark
+  CHECK(hw.propose() == 101);
+  CHECK(hw.high_water() == 101);
+}
+
+TEST_CASE("a round without conflict keeps its proposal", "[fencing]") {
+  fence_round round(10);
+  CHECK(round.accept(0));
+  CHECK(round.accept(9));
+  CHECK(round.accept(3));
+  CHECK_FALSE(round.conflict());
+  CHECK(round.max_previous() == 9);
+}
+
+TEST_CASE("a node that saw the proposal or more is a conflict", "[fencing]") {
+  fence_round equal(10);
+  CHECK_FALSE(equal.accept(10));
+  CHECK(equal.conflict());
+
+  fence_round above(10);
+  CHECK(above.accept(2));
+  CHECK_FALSE(above.accept(42));
+  CHECK(above.accept(5));
+  CHECK(above.conflict());
+  CHECK(above.max_previous() == 42);
+}
+
+TEST_CASE("counters parse as plain uint64 decimals", "[fencing]") {
+  std::uint64_t value = 7;
+  CHECK(parse_counter("", 0, value));
+  CHECK(value == 0);
+  CHECK(parse_counter("18446744073709551615", 20, value));
+  CHECK(value == 18446744073709551615ull);
+  CHECK_FALSE(parse_counter("18446744073709551616", 20, value));
+  CHECK_FALSE(parse_counter("-1", 2, value));
+  CHECK_FALSE(parse_counter("12a", 3, value));
+  CHECK_FALSE(parse_counter("1.5", 3, value));
+}
+
+TEST_CASE("scripts are named by the SHA1 of their source", "[fencing]") {
+  std::set<std::string> shas;
+  for (std::size_t i = 0; i < script_count; ++i) {
+    const std::string_view sha = script_sha(static_cast<script>(i));
+    CHECK(sha.size() == 40);
+    CHECK(sha.find_first_not_of("0123456789abcdef") == std::string_view::npos);
+    shas.insert(std::string(sha));
+  }
+  CHECK(shas.size() == script_count);
+  // As sha1sum computes it over the release source; every connection also checks all four
+  // against what SCRIPT LOAD answers.
+  CHECK(script_sha(script::release) == "aa1eb4bddb51e2f3fa11d0645a3ad8c7ca012022");
+}
