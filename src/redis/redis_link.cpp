@@ -1,9 +1,10 @@
 #include "redlockd/redis/redis_link.hpp"
 
 #include "redlockd/lock/fencing.hpp"
-#include "redlockd/resp/scripts.hpp"
 #include "redlockd/lock/status_query.hpp"
 #include "redlockd/net/tls.hpp"
+#include "redlockd/resp/script_calls.hpp"
+#include "redlockd/resp/scripts.hpp"
 
 #include <boost/asio/connect.hpp>
 
@@ -389,7 +390,7 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
     return;
   default:
     if (engine_ != nullptr)
-      engine_->on_reply(index_, tag, reply);
+      engine_->on_reply(index_, tag, decode_script_reply(tag.kind, reply));
     return;
   }
   // A handshake reply.

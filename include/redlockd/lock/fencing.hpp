@@ -57,8 +57,4 @@ class fence_round {
   bool conflict_ = false;
 };
 
-// Parses a counter as the scripts return it (decimal string, "" or nil meaning 0).
-// Returns false on anything that is not a plain uint64.
-bool parse_counter(const char* text, std::size_t length, std::uint64_t& value);
-
 } // namespace redlockd

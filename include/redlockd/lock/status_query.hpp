@@ -6,8 +6,8 @@
 
 #include "redlockd/config/config.hpp"
 #include "redlockd/lock/lock_engine.hpp"
-#include "redlockd/resp/pipeline.hpp"
 #include "redlockd/protocol/protocol.hpp"
+#include "redlockd/resp/pipeline.hpp"
 
 #include <array>
 #include <chrono>

@@ -59,4 +59,8 @@ std::optional<std::int64_t> as_integer(const redisReply& reply);
 std::size_t array_size(const redisReply& reply); // 0 if not an array
 const redisReply& array_at(const redisReply& reply, std::size_t index);
 
+// Parses a counter as the scripts return it (decimal string, "" or nil meaning 0).
+// Returns false on anything that is not a plain uint64.
+bool parse_counter(const char* text, std::size_t length, std::uint64_t& value);
+
 } // namespace redlockd

@@ -1,4 +1,5 @@
 #include "redlockd/lock/fencing.hpp"
+#include "redlockd/resp/resp.hpp"
 #include "redlockd/resp/scripts.hpp"
 
 #include <catch2/catch.hpp>

@@ -3,6 +3,7 @@
 #include "redlockd/lock/lock_engine.hpp"
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/resp/resp.hpp"
+#include "redlockd/resp/script_calls.hpp"
 #include "redlockd/resp/scripts.hpp"
 
 #include <catch2/catch.hpp>
@@ -60,6 +61,11 @@ reply_ptr resp(std::string_view bytes) {
   reply_ptr reply;
   REQUIRE(reader.next(reply) == reply_reader::status::reply);
   return reply;
+}
+
+// The engine takes replies decoded the way the daemon's fleet decodes them.
+script_reply decode(const request_tag& tag, const redisReply& reply) {
+  return decode_script_reply(tag.kind, reply);
 }
 
 // A master's TIME as the scripts return it (a fixed clock: it never jumps forward).
@@ -130,7 +136,7 @@ struct fixture {
     if (tag.generation == 0)
       FAIL("no " << static_cast<int>(kind) << " command was sent to node " << node);
     auto reply = resp(bytes);
-    engine.on_reply(node, tag, *reply);
+    engine.on_reply(node, tag, decode(tag, *reply));
   }
   // The tag of the last command of a kind sent to a node.
   request_tag last_tag(std::size_t node, request_kind kind) const {
@@ -384,7 +390,7 @@ TEST_CASE("a node that forgot its scripts gets the command by source and a reloa
   CHECK(resent.node == 2);
   CHECK(resent.bytes.starts_with("*9\r\n$4\r\nEVAL\r\n"));
   auto reply = resp(granted(0));
-  f.engine.on_reply(2, resent.tag, *reply);
+  f.engine.on_reply(2, resent.tag, decode(resent.tag, *reply));
   f.answer(0, request_kind::acquire, granted(0));
   f.answer(1, request_kind::acquire, granted(0));
   CHECK(f.client->lines[1].starts_with("OK "));
@@ -804,7 +810,7 @@ TEST_CASE("a master with a new run_id is quarantined for the fleet's longest TTL
   f.engine.lock(lock_of("s", 10000), f.client, 3);
   CHECK(f.nodes.of(request_kind::acquire).size() == 4); // not before the seed is confirmed
   auto ok = resp(":1\r\n");
-  f.engine.on_reply(1, seeds[0].tag, *ok);
+  f.engine.on_reply(1, seeds[0].tag, decode(seeds[0].tag, *ok));
   CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
   f.nodes.sent.clear();
   f.engine.lock(lock_of("t", 10000), f.client, 4);
@@ -953,7 +959,7 @@ TEST_CASE("a release nobody waits for is sent again by source after NOSCRIPT, an
   REQUIRE(cleanups.size() == 4); // node 4 is down: it is owed
   f.nodes.sent.clear();
   auto noscript = resp("-NOSCRIPT No matching script. Please use EVAL.\r\n");
-  f.engine.on_reply(cleanups[2].node, cleanups[2].tag, *noscript);
+  f.engine.on_reply(cleanups[2].node, cleanups[2].tag, decode(cleanups[2].tag, *noscript));
   auto resent = f.nodes.of(request_kind::cleanup);
   REQUIRE(resent.size() == 1);
   CHECK(resent[0].node == cleanups[2].node);
@@ -967,7 +973,7 @@ TEST_CASE("a release nobody waits for is sent again by source after NOSCRIPT, an
   CHECK(resent[0].bytes == cleanups[0].bytes); // the same owner's release
   // Not again: the entry is gone once every master answered.
   auto ok = resp(":-1\r\n");
-  f.engine.on_reply(4, resent[0].tag, *ok);
+  f.engine.on_reply(4, resent[0].tag, decode(resent[0].tag, *ok));
   f.nodes.sent.clear();
   f.engine.on_node_ready(4);
   CHECK(f.nodes.of(request_kind::cleanup).empty());

@@ -1,0 +1,42 @@
+// The Redlock decisions of each operation kind, as pure functions: a master's typed reply to one
+// vote, and a finished round's votes to a verdict. The engine carries the verdict out. No I/O.
+#pragma once
+
+#include "redlockd/lock/fencing.hpp"
+#include "redlockd/lock/redlock.hpp"
+#include "redlockd/resp/script_calls.hpp"
+
+#include <cstdint>
+
+namespace redlockd {
+
+// One master's answer to an acquire: its vote, and what it says about the fence and the holder.
+struct acquire_vote {
+  vote cast = vote::failed;
+  bool bad_fence = false; // granted, but the fence key holds something that is not a counter
+};
+// `validity_ms` is what the attempt has left now: a grant that leaves none is no grant.
+acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, fence_round& round,
+                           std::uint64_t& retry_ms, std::int64_t validity_ms);
+vote count_fence_bump(const fence_bump_reply& reply, fence_register& fences, fence_round& round);
+// release and extend: -1 (the key is gone) also sets `gone`.
+vote count_release(const release_reply& reply, bool& gone);
+vote count_extend(const extend_reply& reply, std::int64_t validity_ms, bool& gone);
+// A reply that comes after the operation was answered: only granted / refused / gone matter.
+std::optional<std::int64_t> late_result(const script_reply& reply);
+
+struct verdict {
+  enum class kind : std::uint8_t { granted, fence_again, busy, notheld, noquorum };
+  kind what;
+  std::int64_t validity_ms = 0; // granted
+};
+
+// LOCK after its acquire round (fencing: after a fence round).
+verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);
+verdict judge_fencing(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);
+// UNLOCK: granted means released on a quorum.
+verdict judge_release(const vote_tally& tally);
+// EXTEND (and a KEEP renewal).
+verdict judge_extend(const vote_tally& tally, std::int64_t validity_ms);
+
+} // namespace redlockd

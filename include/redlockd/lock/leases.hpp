@@ -1,0 +1,51 @@
+// Plain (non-KEEP) leases this daemon granted, and lock-delay. A lease remembers which masters
+// granted it, so that a master that later says its key is gone can be caught; a lease that ran
+// out without an UNLOCK, or a KEEP lock that was lost, keeps its resource refused for
+// lock_delay_ms (per daemon). No I/O.
+#pragma once
+
+#include "redlockd/lock/engine_io.hpp"
+#include "redlockd/lock/owner.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace redlockd {
+
+struct lease {
+  owner_id owner{};
+  clock_type::time_point expires{};     // its TTL on the masters
+  clock_type::time_point valid_until{}; // the validity given to the client
+  std::uint32_t granted = 0;            // masters that granted it
+};
+
+class lease_table {
+ public:
+  using now_function = std::function<clock_type::time_point()>;
+  lease_table(std::uint32_t lock_delay_ms, const now_function& now)
+      : delay_(lock_delay_ms), now_(now) {}
+
+  void grant(const std::string& key, const lease& granted);
+  // The lease on `key` if `owner` holds it.
+  lease* find(const std::string& key, const owner_id& owner);
+  void release(const std::string& key, const owner_id& owner);
+
+  // The resource's holder lost it without an UNLOCK: refuse it for lock_delay_ms.
+  void delay(const std::string& key);
+  // Until when `key` is refused, if it is; a lease that ran out unreleased starts a delay.
+  std::optional<clock_type::time_point> delayed_until(const std::string& key);
+
+ private:
+  void sweep();
+
+  std::chrono::milliseconds delay_;
+  const now_function& now_;
+  std::unordered_map<std::string, lease> leases_;
+  std::unordered_map<std::string, clock_type::time_point> delays_;
+  std::size_t sweep_at_ = 1024; // sweep expired entries when the tables grow past this
+};
+
+} // namespace redlockd

@@ -1,0 +1,104 @@
+// One client request (or one KEEP renewal) in flight in the engine, and the legal moves of its
+// phase, in one place. Slots are reused, so that a busy daemon stops allocating. No I/O.
+#pragma once
+
+#include "redlockd/lock/engine_io.hpp"
+#include "redlockd/lock/fencing.hpp"
+#include "redlockd/lock/owner.hpp"
+#include "redlockd/lock/redlock.hpp"
+
+#include <cassert>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace redlockd {
+
+enum class op_kind : std::uint8_t { lock, unlock, extend, renew };
+
+// idle      the slot is free
+// waiting   a LOCK between attempts: queued behind a WAIT, retrying, or lock-delayed
+// voting    a round is out on the masters: acquire, release or extend
+// fencing   a LOCK's extra round that raises the fence above a conflicting one
+// draining  answered; still collecting the other masters' replies for key-loss detection
+enum class op_phase : std::uint8_t { idle, waiting, voting, fencing, draining };
+
+// The only moves an operation makes (operation::enter asserts them):
+//   idle -> waiting                    a request arrives (allocate)
+//   waiting -> voting                  an attempt or round starts
+//   waiting -> waiting                 a lock-delayed WAIT waits on
+//   waiting -> idle                    answered without a round (TOO_MANY, BUSY, timed out, gone)
+//   voting -> fencing                  granted, but the fence conflicts: another round
+//   fencing -> fencing                 that round conflicted again
+//   voting | fencing -> waiting        a WAIT's attempt failed: retry later
+//   voting -> draining                 answered at quorum while masters are still to answer
+//   voting | fencing | draining -> idle
+constexpr bool legal_move(op_phase from, op_phase to) {
+  switch (from) {
+  case op_phase::idle:
+    return to == op_phase::waiting;
+  case op_phase::waiting:
+    return to == op_phase::waiting || to == op_phase::voting || to == op_phase::idle;
+  case op_phase::voting:
+    return to != op_phase::voting;
+  case op_phase::fencing:
+    return to == op_phase::fencing || to == op_phase::waiting || to == op_phase::idle;
+  case op_phase::draining:
+    return to == op_phase::idle;
+  }
+  return false;
+}
+
+// A LOCK's own state.
+struct acquisition {
+  clock_type::time_point requested_at{}; // when the client's request arrived
+  fence_round fence;
+  unsigned fence_rounds = 0;
+  std::uint64_t retry_ms = 0; // smallest remaining TTL among refusals, 0 = unknown
+  bool queued = false;        // LOCK ... WAIT: in the resource's queue, gives up at wait_until
+  bool keep = false;          // KEEP: counts against its connection's limit
+  bool keep_started = false;  // the KEEP lock exists; it owns that count now
+  clock_type::time_point wait_until{};
+  std::string last_failure; // the reply to give if the wait runs out
+};
+
+// Key-loss detection. lock: the masters that granted. unlock, extend and renew: the masters that
+// granted the lease this daemon gave for (key, owner), while it is valid (until expect_until),
+// and the masters that answered that the key is gone.
+struct lease_watch {
+  bool drain = false; // after the reply, collect the other masters' answers (phase draining)
+  std::uint32_t granted = 0;
+  std::uint32_t expect_held = 0;
+  clock_type::time_point expect_until{};
+  std::uint32_t missing = 0;
+};
+
+struct operation {
+  std::uint32_t generation = 1; // changes with every round, so stale replies do not match
+  std::uint64_t serial = 0;     // unique per request, for timers that span rounds
+  op_kind kind = op_kind::lock;
+  op_phase phase = op_phase::idle;
+  std::string key;
+  owner_id owner{};
+  std::uint64_t ttl_ms = 0;
+  clock_type::time_point t0{}; // start of the current round's attempt
+  vote_tally tally;
+  std::shared_ptr<reply_sink> sink; // null: nobody waits for the answer (a renewal, a gone client)
+  std::uint64_t seq = 0;
+  acquisition lock;  // kind lock
+  lease_watch watch; // every kind
+  // kind renew: which KEEP lock, and its generation when the renewal began.
+  std::uint32_t keep_index = 0;
+  std::uint32_t keep_generation = 0;
+
+  void enter(op_phase to) {
+    assert(legal_move(phase, to));
+    phase = to;
+  }
+  // Replies to the current round count in these phases.
+  bool collecting() const {
+    return phase == op_phase::voting || phase == op_phase::fencing || phase == op_phase::draining;
+  }
+};
+
+} // namespace redlockd

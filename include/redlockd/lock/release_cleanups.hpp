@@ -1,0 +1,58 @@
+// Releases nobody waits for (a failed acquisition, a lost or abandoned KEEP lock, masters that
+// did not vote in an UNLOCK). Each is tracked until every master it went to answered: NOSCRIPT
+// gets a resend by source, and a master whose link was down gets it when it is back, until the
+// key would have expired anyway. No I/O: commands go out through node_io.
+#pragma once
+
+#include "redlockd/config/config.hpp"
+#include "redlockd/lock/engine_io.hpp"
+#include "redlockd/lock/owner.hpp"
+#include "redlockd/resp/script_calls.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlockd {
+
+class release_cleanups {
+ public:
+  release_cleanups(node_io& io, std::size_t nodes) : io_(io), node_count_(nodes) {}
+
+  // Releases (key, owner) on every master, also those that refused or did not answer (their SET
+  // may have happened after all).
+  void everywhere(std::string_view key, const owner_id& owner, clock_type::time_point expires);
+  // Releases it on one master only.
+  void on(std::size_t node, std::string_view key, const owner_id& owner,
+          clock_type::time_point expires);
+  // The answer to one (nullptr: the connection was lost).
+  void on_reply(std::size_t node, const request_tag& tag, const script_reply* reply);
+  // The link is back: what it missed goes out now.
+  void on_node_ready(std::size_t node, clock_type::time_point now);
+
+ private:
+  struct entry {
+    std::string key;
+    owner_id owner{};
+    clock_type::time_point expires{};
+    std::uint32_t refs = 0; // replies and owed sends still to come
+  };
+
+  std::uint32_t add(std::string_view key, const owner_id& owner, clock_type::time_point expires);
+  void format(std::uint32_t index, script_by by); // into command_
+  void send(std::size_t node, std::uint32_t index);
+  void owe(std::size_t node, std::uint32_t index);
+  void unref(std::uint32_t index);
+  void free_if_unused(std::uint32_t index);
+
+  node_io& io_;
+  std::size_t node_count_;
+  std::vector<entry> entries_;
+  std::vector<std::uint32_t> free_;
+  std::array<std::vector<std::uint32_t>, max_nodes> owed_{}; // per node, to send again
+  std::string command_;
+};
+
+} // namespace redlockd

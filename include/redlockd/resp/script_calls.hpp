@@ -1,0 +1,96 @@
+// The calls the lock engine makes on a master, each encoded in one place and each reply decoded
+// once, here, into a struct: the engine sees typed results, never hiredis' redisReply. No I/O.
+#pragma once
+
+#include "redlockd/resp/pipeline.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+struct redisReply;
+
+namespace redlockd {
+
+// The keys every master keeps besides the locks: the fencing counter and the record of the
+// longest TTL granted on the fleet.
+struct register_keys {
+  std::string fence;   // fence_key
+  std::string max_ttl; // fence_key + ":max_ttl"
+  explicit register_keys(std::string fence_key)
+      : fence(std::move(fence_key)), max_ttl(fence + ":max_ttl") {}
+};
+
+// EVALSHA normally; EVAL with the source after a master answered NOSCRIPT (or where a request
+// must not be lost to NOSCRIPT).
+enum class script_by : std::uint8_t { sha, source };
+
+// Each appends one command to `out`.
+void append_acquire(std::string& out, script_by by, std::string_view key, const register_keys& keys,
+                    std::string_view owner, std::uint64_t ttl_ms, std::uint64_t proposal);
+void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner);
+void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
+                   std::string_view owner, std::uint64_t ttl_ms);
+void append_fence_bump(std::string& out, script_by by, const register_keys& keys,
+                       std::uint64_t proposal);
+void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
+                 std::uint64_t max_ttl_ms);                             // always by source
+void append_register_read(std::string& out, const register_keys& keys); // MGET of both
+
+// A master's TIME, as the acquire and extend scripts return it beside their result.
+struct node_time {
+  std::uint64_t seconds = 0;
+  std::uint64_t micros = 0;
+};
+
+// An error reply to any call. `text` points into the reply: valid while it is handled.
+struct error_reply {
+  std::string_view text;
+  bool noscript() const { return text.starts_with("NOSCRIPT"); }
+};
+
+// acquire: {1, previous fence counter, TIME} or {0, the holder's remaining TTL, TIME}.
+struct acquire_reply {
+  bool complete = false;              // the four fields the script returns
+  std::optional<std::int64_t> status; // 1 granted, 0 refused; the first field, if an integer
+  std::optional<std::uint64_t> fence; // granted: the counter before this grant, if numeric
+  std::int64_t holder_pttl = 0;       // refused: the holder's remaining TTL, 0 if unknown
+  std::optional<node_time> time;      // when complete and parsable
+};
+
+// release (also the releases nobody waits for): 1 deleted, 0 another owner, -1 gone.
+struct release_reply {
+  std::optional<std::int64_t> result;
+};
+
+// extend: {1 set, 0 another owner, -1 gone; TIME}.
+struct extend_reply {
+  bool complete = false;
+  std::optional<std::int64_t> result; // the first field, if an integer
+  std::optional<node_time> time;
+};
+
+// fence_bump: the counter before the bump.
+struct fence_bump_reply {
+  std::optional<std::uint64_t> previous;
+};
+
+// The register read (MGET): both registers, if both were parsable counters.
+struct register_reply {
+  bool ok = false;
+  std::uint64_t fence = 0; // a missing key reads as 0
+  std::uint64_t max_ttl_ms = 0;
+};
+
+// seed: any non-error answer means the registers were raised.
+struct seed_reply {};
+
+using script_reply = std::variant<error_reply, acquire_reply, release_reply, extend_reply,
+                                  fence_bump_reply, register_reply, seed_reply>;
+
+// Decodes the reply to a request of `kind` (one the engine sends).
+script_reply decode_script_reply(request_kind kind, const redisReply& reply);
+
+} // namespace redlockd

@@ -1,0 +1,94 @@
+#include "redlockd/lock/decisions.hpp"
+
+#include <variant>
+
+namespace redlockd {
+
+acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, fence_round& round,
+                           std::uint64_t& retry_ms, std::int64_t validity_ms) {
+  if (!reply.complete)
+    return {};
+  if (reply.status == 1) {
+    if (!reply.fence)
+      return {vote::failed, true};
+    fences.observe(*reply.fence);
+    round.accept(*reply.fence);
+    return {validity_ms > 0 ? vote::yes : vote::failed};
+  }
+  if (reply.status == 0) {
+    if (reply.holder_pttl > 0) {
+      const auto ms = static_cast<std::uint64_t>(reply.holder_pttl);
+      retry_ms = retry_ms == 0 ? ms : std::min(retry_ms, ms);
+    }
+    return {vote::no};
+  }
+  return {};
+}
+
+vote count_fence_bump(const fence_bump_reply& reply, fence_register& fences, fence_round& round) {
+  if (!reply.previous)
+    return vote::failed;
+  fences.observe(*reply.previous);
+  return round.accept(*reply.previous) ? vote::yes : vote::no;
+}
+
+vote count_release(const release_reply& reply, bool& gone) {
+  if (!reply.result)
+    return vote::failed;
+  gone = *reply.result == -1;
+  return *reply.result == 1 ? vote::yes : vote::no;
+}
+
+vote count_extend(const extend_reply& reply, std::int64_t validity_ms, bool& gone) {
+  if (!reply.complete || !reply.result)
+    return vote::failed;
+  gone = *reply.result == -1; // judged against the nodes that granted the lock
+  if (*reply.result != 1)
+    return vote::no;
+  return validity_ms > 0 ? vote::yes : vote::failed;
+}
+
+std::optional<std::int64_t> late_result(const script_reply& reply) {
+  if (const auto* r = std::get_if<release_reply>(&reply))
+    return r->result;
+  if (const auto* r = std::get_if<acquire_reply>(&reply))
+    return r->status; // {result, ..., TIME}
+  if (const auto* r = std::get_if<extend_reply>(&reply))
+    return r->result;
+  return std::nullopt;
+}
+
+verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms) {
+  if (tally.state() == vote_tally::outcome::reached) {
+    // A granting master had seen this token or a larger one: another daemon handed out tokens,
+    // or this one restarted. Propose above everything seen, in a round of its own.
+    if (fence_conflict)
+      return {verdict::kind::fence_again};
+    if (validity_ms > 0)
+      return {verdict::kind::granted, validity_ms};
+  }
+  return {tally.refused_by_majority() ? verdict::kind::busy : verdict::kind::noquorum};
+}
+
+verdict judge_fencing(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms) {
+  if (tally.state() == vote_tally::outcome::reached) {
+    if (validity_ms > 0)
+      return {verdict::kind::granted, validity_ms};
+  } else if (fence_conflict && validity_ms > 0) {
+    return {verdict::kind::fence_again};
+  }
+  return {verdict::kind::noquorum};
+}
+
+verdict judge_release(const vote_tally& tally) {
+  return {tally.state() == vote_tally::outcome::reached ? verdict::kind::granted
+                                                        : verdict::kind::notheld};
+}
+
+verdict judge_extend(const vote_tally& tally, std::int64_t validity_ms) {
+  if (tally.state() == vote_tally::outcome::reached && validity_ms > 0)
+    return {verdict::kind::granted, validity_ms};
+  return {tally.refused_by_majority() ? verdict::kind::notheld : verdict::kind::noquorum};
+}
+
+} // namespace redlockd

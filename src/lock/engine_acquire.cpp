@@ -1,0 +1,295 @@
+// LOCK's own path in the engine: attempts and their fencing rounds, WAIT (one FIFO queue per
+// resource; only its head tries), and KEEP (renewed about every TTL/3 while the connection
+// lives). Part of lock_engine (the orchestrator is lock_engine.cpp).
+#include "redlockd/lock/decisions.hpp"
+#include "redlockd/lock/lock_engine.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace redlockd {
+namespace {
+
+// Rounds of fencing proposals before an acquisition gives up. Each round proposes a value above
+// everything seen; only daemons racing on the same fleet make a round fail.
+constexpr unsigned max_fence_rounds = 4;
+
+// A waiter refused without a hint (or because nodes are down) tries again after this long.
+constexpr std::uint64_t default_retry_ms = 20;
+
+} // namespace
+
+void lock_engine::try_acquire(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  if (const auto until = leases_.delayed_until(op.key)) {
+    ++counters_.delayed;
+    const std::uint64_t remaining = ms_until(now_(), *until);
+    if (!op.lock.queued) {
+      ++counters_.busy;
+      finish(slot, format_busy(remaining));
+      return;
+    }
+    op.enter(op_phase::waiting);
+    op.lock.last_failure = format_busy(remaining);
+    add_deadline(*until, slot, op.serial, timer_kind::wait_retry);
+    return;
+  }
+  health_.granting(op.ttl_ms);
+  // Every attempt is a new acquisition: a fresh owner, a fresh start time, a fresh proposal.
+  op.owner = owners_.next();
+  op.t0 = now_();
+  op.lock.fence = fence_round(fences_.propose());
+  op.lock.fence_rounds = 0;
+  op.lock.retry_ms = 0;
+  begin_round(slot, op_phase::voting, request_kind::acquire);
+}
+
+void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
+  operation& op = slots_[slot];
+  if (op.phase == op_phase::voting && op.tally.state() == vote_tally::outcome::reached)
+    op.watch.granted = op.tally.yes_mask(); // a fencing round resets the tally
+  switch (v.what) {
+  case verdict::kind::granted:
+    lock_acquired(slot, v.validity_ms);
+    return;
+  case verdict::kind::fence_again:
+    if (op.phase == op_phase::voting)
+      ++counters_.fence_conflicts;
+    start_fencing_round(slot);
+    return;
+  case verdict::kind::busy:
+    lock_failed(slot, format_busy(op.lock.retry_ms));
+    return;
+  default:
+    lock_failed(slot, format_noquorum(op.tally.yes(), op.tally.needed()));
+    return;
+  }
+}
+
+void lock_engine::start_fencing_round(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  if (++op.lock.fence_rounds > max_fence_rounds) {
+    log_->warn("giving up on a fencing token for '{}' after {} rounds", op.key, max_fence_rounds);
+    lock_failed(slot, format_noquorum(0, op.tally.needed()));
+    return;
+  }
+  fences_.observe(op.lock.fence.max_previous());
+  op.lock.fence = fence_round(fences_.propose());
+  begin_round(slot, op_phase::fencing, request_kind::fence_bump);
+}
+
+void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
+  operation& op = slots_[slot];
+  const auto expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
+  if (op.lock.queued) {
+    dequeue(slot);
+    // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends.
+    wake_head(op.key, expires + jitter(default_retry_ms));
+  }
+  if (!op.sink) {
+    // The client left while its acquisition was in flight: nobody will use or release it.
+    const std::string key = op.key;
+    cleanups_.everywhere(key, op.owner, expires);
+    finish(slot, {});
+    wake_head(key, now_());
+    return;
+  }
+  ++counters_.acquired;
+  const clock_type::time_point now = now_();
+  grant_reply grant;
+  grant.line = format_lock_ok(view(op.owner), op.lock.fence.proposed(), validity);
+  grant.validity_at = grant.line.rfind(' ') + 1;
+  grant.valid_until = now + std::chrono::milliseconds(validity);
+  grant.needed = quorum(node_count_);
+  if (op.lock.keep) {
+    grant.keep_index = start_keep(slot, validity);
+    grant.keep_generation = keeps_.at(grant.keep_index).generation;
+  } else {
+    leases_.grant(op.key, {op.owner, expires, now_() + std::chrono::milliseconds(validity),
+                           op.watch.granted});
+  }
+  op.watch.drain = true; // grants that come after the reply belong to the lock too
+  finish_grant(slot, std::move(grant));
+}
+
+void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
+  operation& op = slots_[slot];
+  cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms));
+  const bool busy = line.starts_with("BUSY");
+  const clock_type::time_point now = now_();
+  if (op.lock.queued && op.sink && now < op.lock.wait_until) {
+    // Wait for the holder: at the time its remaining TTL suggests, plus jitter so that daemons
+    // sharing the fleet do not collide again; never in a busy loop.
+    const std::uint64_t hint = busy && op.lock.retry_ms > 0 ? op.lock.retry_ms : default_retry_ms;
+    const auto when = std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms),
+                               op.lock.wait_until);
+    op.lock.last_failure = std::move(line);
+    op.enter(op_phase::waiting);
+    op.generation = next_generation(op.generation);
+    if (when < op.lock.wait_until)
+      add_deadline(when, slot, op.serial, timer_kind::wait_retry);
+    return;
+  }
+  if (op.lock.queued) {
+    const std::string key = op.key;
+    dequeue(slot);
+    const std::uint64_t retry = op.lock.retry_ms > 0 ? op.lock.retry_ms : default_retry_ms;
+    wake_head(key, now + std::chrono::milliseconds(retry));
+  }
+  if (busy)
+    ++counters_.busy;
+  else
+    ++counters_.noquorum;
+  finish(slot, std::move(line));
+}
+
+// ---------------------------------------------------------------------------------------------
+// WAIT
+
+void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next) {
+  operation& op = slots_[slot];
+  if (!op.lock.queued)
+    return;
+  op.lock.queued = false;
+  // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
+  if (queues_.leave(op.key, {slot, op.serial}) && wake_next)
+    wake_head(op.key, *wake_next);
+}
+
+void lock_engine::wake_head(const std::string& key, clock_type::time_point when) {
+  const auto head = queues_.head(key);
+  if (head && slots_[head->slot].phase == op_phase::waiting)
+    add_deadline(when, head->slot, head->serial, timer_kind::wait_retry);
+}
+
+std::chrono::milliseconds lock_engine::jitter(std::uint64_t up_to_ms) {
+  std::uniform_int_distribution<std::uint64_t> pick(0, up_to_ms);
+  return std::chrono::milliseconds(pick(random_));
+}
+
+// ---------------------------------------------------------------------------------------------
+// KEEP
+
+std::uint32_t lock_engine::start_keep(std::uint32_t slot, std::int64_t validity) {
+  operation& op = slots_[slot];
+  const std::uint32_t index =
+      keeps_.add(op.key, op.owner, op.ttl_ms, now_() + std::chrono::milliseconds(validity),
+                 op.watch.granted, op.sink, op.seq);
+  op.lock.keep_started = true; // the count now belongs to the KEEP lock
+  add_deadline(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), index, keeps_.at(index).generation,
+               timer_kind::renew);
+  return index;
+}
+
+void lock_engine::renew(std::uint32_t index) {
+  keep_lock& k = keeps_.at(index);
+  if (!k.active || k.renewing)
+    return;
+  k.renewing = true;
+  const std::uint32_t slot = allocate(op_kind::renew, nullptr, 0);
+  operation& op = slots_[slot];
+  op.key = k.key;
+  op.owner = k.owner;
+  op.ttl_ms = k.ttl_ms;
+  op.keep_index = index;
+  op.keep_generation = k.generation;
+  expect_lease(op);
+  begin_round(slot, op_phase::voting, request_kind::extend);
+}
+
+void lock_engine::decide_renewal(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  keep_lock* k = keeps_.live(op.keep_index, op.keep_generation);
+  if (k == nullptr) {
+    finish(slot, {}); // unlocked or dropped meanwhile
+    return;
+  }
+  k->renewing = false;
+  const clock_type::time_point now = now_();
+  const bool reached = op.tally.state() == vote_tally::outcome::reached;
+  const std::int64_t validity = reached ? validity_now(op) : 0;
+  const renewal_step step =
+      judge_renewal(*k, validity, op.tally.refused_by_majority(), op.t0, now, cfg_.node_timeout_ms);
+  switch (step.what) {
+  case renewal_step::kind::renewed:
+    ++counters_.renewed;
+    k->valid_until = now + std::chrono::milliseconds(validity);
+    k->granted = op.tally.yes_mask(); // where the key now lives to the new TTL
+    add_deadline(step.next, op.keep_index, k->generation, timer_kind::renew);
+    break;
+  case renewal_step::kind::retry:
+    add_deadline(step.next, op.keep_index, k->generation, timer_kind::renew);
+    break;
+  case renewal_step::kind::lost:
+    lose(op.keep_index);
+    break;
+  }
+  finish(slot, {});
+}
+
+void lock_engine::lose(std::uint32_t index) {
+  keep_lock& k = keeps_.at(index);
+  ++counters_.lost;
+  log_->warn("KEEP lock on '{}' lost: no quorum renewed it in time", k.key);
+  if (k.sink)
+    k.sink->push(format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
+                 k.seq);
+  end_keep(index);
+}
+
+void lock_engine::end_keep(std::uint32_t index) {
+  keep_lock& k = keeps_.at(index);
+  const std::string key = k.key;
+  cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
+  keeps_.drop(index);
+  leases_.delay(key);
+  wake_head(key, leases_.delayed_until(key).value_or(now_()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grants written later than decided, and the end of the daemon
+
+std::optional<clock_type::time_point> lock_engine::valid_until(const grant_reply& grant) const {
+  if (grant.keep_generation == 0)
+    return grant.valid_until;
+  const keep_lock* k = keeps_.live(grant.keep_index, grant.keep_generation);
+  return k ? std::optional(k->valid_until) : std::nullopt;
+}
+
+void lock_engine::grant_expired(const grant_reply& grant) {
+  // The client never saw this KEEP lock: release it without a LOST.
+  if (grant.keep_generation == 0)
+    return;
+  keep_lock* k = keeps_.live(grant.keep_index, grant.keep_generation);
+  if (k == nullptr)
+    return;
+  cleanups_.everywhere(k->key, k->owner, now_() + std::chrono::milliseconds(k->ttl_ms));
+  const std::string key = k->key;
+  keeps_.drop(grant.keep_index);
+  wake_head(key, now_());
+}
+
+void lock_engine::shutdown() {
+  for (std::uint32_t index = 0; index < keeps_.slots(); ++index) {
+    keep_lock& k = keeps_.at(index);
+    if (!k.active)
+      continue;
+    if (k.sink)
+      k.sink->push(
+          format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
+          k.seq);
+    ++counters_.lost;
+    cleanups_.everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
+    keeps_.drop(index);
+  }
+  for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
+    operation& op = slots_[slot];
+    if (op.kind != op_kind::lock || !op.lock.queued)
+      continue;
+    dequeue(slot);
+    if (op.phase == op_phase::waiting)
+      finish(slot, format_error(error_code::shutting_down, "the daemon is stopping"));
+    // An attempt in flight is answered when it completes; it no longer waits after that.
+  }
+}
+
+} // namespace redlockd

@@ -1,0 +1,137 @@
+// Reading masters' typed replies into votes, and noticing a master that lost a live key. Part of
+// lock_engine (the orchestrator is lock_engine.cpp); the per-kind rules are in decisions.cpp.
+#include "redlockd/lock/decisions.hpp"
+#include "redlockd/lock/lock_engine.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <variant>
+
+namespace redlockd {
+namespace {
+
+std::uint32_t node_bit(std::size_t node) {
+  return std::uint32_t{1} << node;
+}
+
+} // namespace
+
+void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const request_tag& tag,
+                             const script_reply& reply) {
+  operation& op = slots_[slot];
+  if (const auto* error = std::get_if<error_reply>(&reply)) {
+    if (error->noscript()) {
+      // The node lost its scripts (restart, SCRIPT FLUSH): run this one by source, reload the rest.
+      io_.reload_scripts(node);
+      format_round(op, tag.kind, script_by::source);
+      io_.send(node, tag, command_);
+      return;
+    }
+    log_->warn("node {} answered an error: {}", cfg_.nodes[node].to_string(), error->text);
+    op.tally.record(node, vote::failed);
+    after_vote(slot);
+    return;
+  }
+  vote v = vote::failed;
+  bool gone = false;
+  if (!health_.trusted(node)) {
+    // Quarantined after the request was sent: its vote no longer counts.
+  } else if (const auto* acquire = std::get_if<acquire_reply>(&reply)) {
+    if (clock_ok(node, acquire->time, op)) {
+      const bool granted = acquire->complete && acquire->status == 1;
+      const acquire_vote counted = count_acquire(*acquire, fences_, op.lock.fence, op.lock.retry_ms,
+                                                 granted ? validity_now(op) : 0);
+      if (counted.bad_fence)
+        log_->error("node {}: fence key '{}' holds a non-numeric value",
+                    cfg_.nodes[node].to_string(), cfg_.fence_key);
+      v = counted.cast;
+    }
+  } else if (const auto* bump = std::get_if<fence_bump_reply>(&reply)) {
+    v = count_fence_bump(*bump, fences_, op.lock.fence);
+  } else if (const auto* release = std::get_if<release_reply>(&reply)) {
+    v = count_release(*release, gone);
+  } else if (const auto* extend = std::get_if<extend_reply>(&reply)) {
+    if (clock_ok(node, extend->time, op)) {
+      const bool set = extend->complete && extend->result == 1;
+      v = count_extend(*extend, set ? validity_now(op) : 0, gone);
+    }
+  }
+  if (gone)
+    op.watch.missing |= node_bit(node);
+  op.tally.record(node, v);
+  after_vote(slot);
+}
+
+bool lock_engine::clock_ok(std::size_t node, const std::optional<node_time>& time,
+                           const operation& op) {
+  // A vote that comes with a clock jump does not count: the grant cannot be trusted.
+  return !time || health_.on_time(node, *time, op.t0);
+}
+
+void lock_engine::drain_reply(std::uint32_t slot, std::size_t node, const script_reply& reply) {
+  // The client has its answer: only what the lease and key-loss detection need is read here.
+  operation& op = slots_[slot];
+  const std::optional<std::int64_t> result = late_result(reply);
+  const bool yes = result == 1;
+  if (result == -1)
+    op.watch.missing |= node_bit(node);
+  if (yes && op.kind == op_kind::lock)
+    op.watch.granted |= node_bit(node);
+  op.tally.record(node, yes ? vote::yes : result ? vote::no : vote::failed);
+  after_vote(slot);
+}
+
+void lock_engine::after_vote(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  if (op.watch.missing != 0)
+    judge_key_loss(op);
+  if (op.phase != op_phase::draining)
+    decide(slot);
+  else if (op.tally.pending() == 0)
+    end_draining(slot);
+}
+
+void lock_engine::end_draining(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  // Grants that came after the reply belong to the lease (or KEEP lock) too.
+  if (op.kind == op_kind::lock) {
+    if (lease* held = leases_.find(op.key, op.owner))
+      held->granted = op.watch.granted;
+    if (keep_lock* k = keeps_.find(op.key, op.owner))
+      k->granted = op.watch.granted;
+  }
+  free_slot(slot);
+}
+
+void lock_engine::expect_lease(operation& op) {
+  // Only the nodes that granted the lock (or its last renewal) can have lost its key.
+  if (const lease* held = leases_.find(op.key, op.owner)) {
+    op.watch.expect_held = held->granted;
+    op.watch.expect_until = held->valid_until;
+  } else if (const keep_lock* k = keeps_.find(op.key, op.owner)) {
+    op.watch.expect_held = k->granted;
+    op.watch.expect_until = k->valid_until;
+  } else {
+    return;
+  }
+  op.watch.drain = op.watch.expect_held != 0;
+}
+
+void lock_engine::judge_key_loss(operation& op) {
+  // A node that granted this lease says the key is gone while the lease is still valid, and
+  // another node still holds it for the same owner (so it was not released elsewhere): the node
+  // lost a live key without restarting (eviction, FLUSHALL, a clock jump).
+  const std::uint32_t lost = op.watch.missing & op.watch.expect_held;
+  if (lost == 0 || op.tally.yes() == 0 || now_() >= op.watch.expect_until)
+    return;
+  op.watch.missing &= ~lost;
+  for (std::size_t node = 0; node < node_count_; ++node) {
+    if ((lost & node_bit(node)) == 0)
+      continue;
+    log_->warn("node {} lost the key of a valid lock on '{}'", cfg_.nodes[node].to_string(),
+               op.key);
+    health_.key_lost(node);
+  }
+}
+
+} // namespace redlockd

@@ -1,0 +1,296 @@
+#include "redlockd/lock/node_health.hpp"
+
+#include "redlockd/lock/redlock.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace redlockd {
+
+node_health::node_health(const config& cfg, node_io& io, spdlog::logger& log,
+                         const now_function& now, fence_register& fences, engine_counters& counters,
+                         const register_keys& keys, deadline_function add_deadline)
+    : cfg_(cfg), io_(io), log_(log), now_(now), fences_(fences), counters_(counters), keys_(keys),
+      add_deadline_(std::move(add_deadline)), node_count_(cfg.nodes.size()) {}
+
+void node_health::on_connected(std::size_t node, const node_facts& facts) {
+  node_record& h = nodes_[node];
+  h.clock.reset(); // a new connection: clock samples start again
+  fences_.observe(facts.fence.value_or(0));
+  max_ttl_ = std::max(max_ttl_, facts.max_ttl_ms);
+  if (!started_) {
+    h.pending_run_id.assign(facts.run_id);
+    h.pending = facts;
+    h.pending->run_id = h.pending_run_id;
+    try_start();
+    return;
+  }
+  judge(node, facts);
+}
+
+void node_health::try_start() {
+  // The fleet's fence and longest TTL are known once a majority of masters that kept their data
+  // answered: any later read of fewer, or of masters that lost data, could miss a value.
+  std::size_t connected = 0;
+  std::size_t intact = 0;
+  for (std::size_t node = 0; node < node_count_; ++node) {
+    const node_record& h = nodes_[node];
+    if (!h.pending)
+      continue;
+    ++connected;
+    const bool lost_fence = !h.pending->fence && fences_.high_water() > 0;
+    if (!lost_fence && h.pending->uptime_ms >= max_ttl_)
+      ++intact;
+  }
+  if (intact < quorum(node_count_) && connected < node_count_)
+    return;
+  if (intact < quorum(node_count_))
+    log_.error("fewer than a majority of masters are known to have kept their data (restarted "
+               "within the longest TTL, or without a fence counter): every master was read, "
+               "starting anyway; if they did lose it, fences may go back");
+  started_ = true;
+  for (std::size_t node = 0; node < node_count_; ++node) {
+    node_record& h = nodes_[node];
+    if (!h.pending)
+      continue;
+    const node_facts facts = *h.pending;
+    judge(node, facts);
+    h.pending.reset();
+  }
+}
+
+void node_health::judge(std::size_t node, const node_facts& facts) {
+  node_record& h = nodes_[node];
+  const clock_type::time_point now = now_();
+  // The uptime only says something at first contact; later a new run_id does.
+  const bool first_contact = h.run_id.empty();
+  const bool new_run = !first_contact && h.run_id != facts.run_id;
+  h.run_id.assign(facts.run_id);
+  if (new_run || (first_contact && facts.uptime_ms < max_ttl_)) {
+    if (new_run) {
+      ++counters_.restarts;
+      log_.warn("node {} restarted (new run_id, up {} ms)", cfg_.nodes[node].to_string(),
+                facts.uptime_ms);
+    }
+    quarantine(node, quarantine_reason::restart, now - std::chrono::milliseconds(facts.uptime_ms));
+    return;
+  }
+  const bool judged = h.state == trust::quarantined || h.state == trust::reseeding;
+  if (!judged && !facts.fence && fences_.high_water() > 0) {
+    // Up longer than any lock lives, yet without the fence counter: its data went (FLUSHALL, a
+    // replaced disk) at a time nobody knows: count from now.
+    ++counters_.key_losses;
+    log_.warn("node {} has no fence counter while the fleet has one: its data was lost",
+              cfg_.nodes[node].to_string());
+    quarantine(node, quarantine_reason::keyloss, now);
+    return;
+  }
+  if (h.state == trust::unknown)
+    h.state = trust::trusted;
+  else if (h.state == trust::reseeding && h.read_done)
+    send_seed(node); // the seed sent on the lost connection may not have landed
+}
+
+void node_health::key_lost(std::size_t node) {
+  ++counters_.key_losses;
+  quarantine(node, quarantine_reason::keyloss, now_());
+}
+
+std::chrono::microseconds node_health::drift_of_max_ttl() const {
+  return std::chrono::microseconds(drift_us(max_ttl_, cfg_.clock_drift_factor));
+}
+
+void node_health::quarantine(std::size_t node, quarantine_reason reason,
+                             clock_type::time_point since) {
+  if (cfg_.unsafe_disable_quarantine) {
+    nodes_[node].state = trust::trusted; // the weakened daemon of the chaos suite's controls
+    return;
+  }
+  node_record& h = nodes_[node];
+  // Every lock it may have lost lives at most the longest TTL past the latest loss.
+  const bool fresh = h.state == trust::trusted || h.state == trust::unknown;
+  h.lost_since = fresh ? since : std::max(h.lost_since, since);
+  h.state = trust::quarantined;
+  h.reason = reason;
+  // What this daemon knows now; the fleet read may make it longer, never shorter.
+  h.quarantined_until = std::max(
+      h.quarantined_until, h.lost_since + std::chrono::milliseconds(max_ttl_) + drift_of_max_ttl());
+  log_.warn("node {} quarantined: its votes do not count until every lock it may have lost has "
+            "expired (at least {} ms; the longest TTL is read from a majority of the others)",
+            cfg_.nodes[node].to_string(), ms_until(now_(), h.quarantined_until));
+  start_fleet_read(node);
+}
+
+clock_type::time_point node_health::retry_at() const {
+  return now_() + std::chrono::milliseconds(std::max<std::uint32_t>(cfg_.node_timeout_ms, 1) * 20);
+}
+
+void node_health::start_fleet_read(std::size_t node) {
+  node_record& h = nodes_[node];
+  h.read_generation = next_generation(h.read_generation);
+  h.read_done = false;
+  h.read_sent = h.read_answers = h.read_trusted_answers = 0;
+  h.read_fence = h.read_max_ttl = 0;
+  command_.clear();
+  append_register_read(command_, keys_);
+  const request_tag tag{request_kind::fleet_read, static_cast<std::uint32_t>(node),
+                        h.read_generation};
+  for (std::size_t other = 0; other < node_count_; ++other) {
+    if (other == node || !io_.usable(other))
+      continue;
+    ++h.read_sent;
+    io_.send(other, tag, command_);
+  }
+  // Asked again if a majority has not answered by then (masters down, links reconnecting).
+  add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
+}
+
+void node_health::on_register_read(std::size_t answering, const request_tag& tag,
+                                   const register_reply* reply) {
+  if (tag.op >= node_count_)
+    return;
+  node_record& h = nodes_[tag.op];
+  if (h.read_done || h.read_generation != tag.generation)
+    return;
+  ++h.read_answers;
+  if (reply != nullptr && reply->ok) {
+    h.read_fence = std::max(h.read_fence, reply->fence);
+    h.read_max_ttl = std::max(h.read_max_ttl, reply->max_ttl_ms);
+    if (trusted(answering))
+      ++h.read_trusted_answers;
+  }
+  std::size_t trusted_nodes = 0;
+  for (std::size_t other = 0; other < node_count_; ++other)
+    if (other != tag.op && trusted(other))
+      ++trusted_nodes;
+  const bool majority = h.read_trusted_answers >= quorum(node_count_);
+  // When fewer than a majority kept their data there is no better answer to wait for.
+  const bool best_effort = trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent;
+  if (majority || best_effort)
+    fleet_read_done(tag.op);
+}
+
+void node_health::fleet_read_done(std::size_t node) {
+  node_record& h = nodes_[node];
+  h.read_done = true;
+  fences_.observe(h.read_fence);
+  max_ttl_ = std::max(max_ttl_, h.read_max_ttl);
+  if (h.state == trust::quarantined) {
+    h.quarantined_until =
+        std::max(h.quarantined_until,
+                 h.lost_since + std::chrono::milliseconds(max_ttl_) + drift_of_max_ttl());
+    if (now_() < h.quarantined_until) {
+      add_deadline_(h.quarantined_until, static_cast<std::uint32_t>(node), h.read_generation);
+      return;
+    }
+    h.state = trust::reseeding;
+  }
+  if (h.state == trust::reseeding)
+    send_seed(node);
+}
+
+void node_health::send_seed(std::size_t node) {
+  // By source: a seed must not be lost to NOSCRIPT. It lands before any vote on the connection.
+  node_record& h = nodes_[node];
+  command_.clear();
+  append_seed(command_, keys_, fences_.high_water(), max_ttl_);
+  io_.send(node,
+           request_tag{request_kind::seed, static_cast<std::uint32_t>(node), h.read_generation},
+           command_);
+  h.seed_in_flight = true;
+}
+
+void node_health::on_seed_reply(std::size_t node, const request_tag& tag,
+                                const error_reply* error) {
+  node_record& h = nodes_[node];
+  if (tag.op != node || h.read_generation != tag.generation || h.state != trust::reseeding)
+    return;
+  h.seed_in_flight = false;
+  if (error != nullptr) {
+    log_.warn("node {}: re-seeding failed: {}; trying again", cfg_.nodes[node].to_string(),
+              error->text);
+    add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
+    return;
+  }
+  h.state = trust::trusted;
+  h.reason = quarantine_reason::none;
+  log_.info("node {} out of quarantine (re-seeded: fence {}, longest TTL {} ms)",
+            cfg_.nodes[node].to_string(), fences_.high_water(), max_ttl_);
+}
+
+void node_health::on_seed_lost(const request_tag& tag) {
+  if (tag.op < node_count_)
+    nodes_[tag.op].seed_in_flight = false; // sent again when the node reconnects (judge)
+}
+
+void node_health::on_timer(std::size_t node) {
+  node_record& h = nodes_[node];
+  if (!h.read_done) {
+    start_fleet_read(node); // no majority answered in time: ask again
+    return;
+  }
+  if (h.state == trust::quarantined && now_() >= h.quarantined_until) {
+    h.state = trust::reseeding;
+    send_seed(node);
+  } else if (h.state == trust::reseeding && !h.seed_in_flight) {
+    send_seed(node); // the last one was refused
+  }
+}
+
+std::int64_t node_health::clock_jump_bound_us() const {
+  // A forward jump shortens every lock on that master by the jump; the drift allowance of the
+  // shortest TTL granted is what such a lock can lose, so that is the bound (clock_jump_ms caps
+  // it).
+  const std::int64_t configured = static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000;
+  if (min_ttl_ == 0)
+    return configured;
+  return std::min(configured, drift_us(min_ttl_, cfg_.clock_drift_factor));
+}
+
+bool node_health::on_time(std::size_t node, const node_time& time, clock_type::time_point sent_at) {
+  node_record& h = nodes_[node];
+  const auto node_us = static_cast<std::int64_t>(time.seconds * 1'000'000 + time.micros);
+  const clock_type::time_point received = now_();
+  const clock_type::time_point sent = std::min(sent_at, received);
+  const auto previous = h.clock;
+  h.clock = time_sample{node_us, sent, received};
+  if (!previous)
+    return true;
+  const auto us = [](clock_type::duration d) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+  };
+  // Each TIME was read between its request's send and its reply's handling, so between the two
+  // samples at most (received - previous sent) and at least (sent - previous received) passed.
+  const std::int64_t node_delta = node_us - previous->node_us;
+  const std::int64_t skew = node_delta - us(received - previous->sent);
+  const std::int64_t behind = us(sent - previous->received) - node_delta;
+  if (skew > clock_jump_bound_us()) {
+    // Its keys now expire early by up to the jump: locks granted there may already be gone.
+    ++counters_.clock_jumps;
+    log_.warn("node {}: clock jumped {} ms forward", cfg_.nodes[node].to_string(), skew / 1000);
+    quarantine(node, quarantine_reason::clock, received);
+    return false;
+  }
+  if (behind > static_cast<std::int64_t>(cfg_.clock_jump_ms) * 1000) {
+    ++counters_.clock_jumps_backward;
+    log_.warn("node {}: clock jumped {} ms backward (its locks last longer than granted)",
+              cfg_.nodes[node].to_string(), behind / 1000);
+  }
+  return true;
+}
+
+node_status node_health::status_of(std::size_t node) const {
+  const node_record& h = nodes_[node];
+  if (h.state != trust::quarantined && h.state != trust::reseeding)
+    return {};
+  return {h.reason, static_cast<std::int64_t>(ms_until(now_(), h.quarantined_until))};
+}
+
+void node_health::granting(std::uint64_t ttl_ms) {
+  // The masters record it themselves with every grant and extension (the scripts).
+  max_ttl_ = std::max(max_ttl_, ttl_ms);
+  min_ttl_ = min_ttl_ == 0 ? ttl_ms : std::min(min_ttl_, ttl_ms);
+}
+
+} // namespace redlockd

@@ -1,0 +1,111 @@
+#include "redlockd/lock/release_cleanups.hpp"
+
+#include <variant>
+
+namespace redlockd {
+
+std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
+                                    clock_type::time_point expires) {
+  // Entries are reused rather than freed: their strings keep their capacity.
+  std::uint32_t index = 0;
+  if (free_.empty()) {
+    index = static_cast<std::uint32_t>(entries_.size());
+    entries_.emplace_back();
+  } else {
+    index = free_.back();
+    free_.pop_back();
+  }
+  entry& e = entries_[index];
+  e.key.assign(key);
+  e.owner = owner;
+  e.expires = expires;
+  e.refs = 0;
+  return index;
+}
+
+void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
+                                  clock_type::time_point expires) {
+  const std::uint32_t index = add(key, owner, expires);
+  format(index, script_by::sha); // the same bytes for every node
+  for (std::size_t node = 0; node < node_count_; ++node) {
+    if (io_.usable(node))
+      send(node, index);
+    else
+      owe(node, index);
+  }
+  free_if_unused(index);
+}
+
+void release_cleanups::on(std::size_t node, std::string_view key, const owner_id& owner,
+                          clock_type::time_point expires) {
+  const std::uint32_t index = add(key, owner, expires);
+  if (io_.usable(node)) {
+    format(index, script_by::sha);
+    send(node, index);
+  } else {
+    owe(node, index);
+  }
+  free_if_unused(index);
+}
+
+void release_cleanups::format(std::uint32_t index, script_by by) {
+  command_.clear();
+  append_release(command_, by, entries_[index].key, view(entries_[index].owner));
+}
+
+void release_cleanups::send(std::size_t node, std::uint32_t index) {
+  // command_ holds the entry's release. Its reply only matters if it is NOSCRIPT or never
+  // comes: then the release is sent again.
+  ++entries_[index].refs;
+  io_.send(node, request_tag{request_kind::cleanup, index, 1}, command_);
+}
+
+void release_cleanups::owe(std::size_t node, std::uint32_t index) {
+  // Bounded: past this many, the oldest are left to expire by their TTL.
+  constexpr std::size_t max_owed = 65536;
+  auto& owed = owed_[node];
+  if (owed.size() >= max_owed) {
+    unref(owed.front());
+    owed.erase(owed.begin());
+  }
+  ++entries_[index].refs;
+  owed.push_back(index);
+}
+
+void release_cleanups::unref(std::uint32_t index) {
+  if (--entries_[index].refs == 0)
+    free_.push_back(index);
+}
+
+void release_cleanups::free_if_unused(std::uint32_t index) {
+  if (entries_[index].refs == 0)
+    free_.push_back(index);
+}
+
+void release_cleanups::on_reply(std::size_t node, const request_tag& tag,
+                                const script_reply* reply) {
+  if (tag.op >= entries_.size() || entries_[tag.op].refs == 0)
+    return;
+  if (reply == nullptr) {
+    owe(node, tag.op); // the connection was lost: send it when the node is back
+  } else if (const auto* error = std::get_if<error_reply>(reply); error && error->noscript()) {
+    io_.reload_scripts(node);
+    format(tag.op, script_by::source);
+    send(node, tag.op);
+  }
+  unref(tag.op);
+}
+
+void release_cleanups::on_node_ready(std::size_t node, clock_type::time_point now) {
+  auto owed = std::move(owed_[node]);
+  owed_[node].clear();
+  for (const std::uint32_t index : owed) {
+    if (now < entries_[index].expires && io_.usable(node)) {
+      format(index, script_by::sha);
+      send(node, index);
+    }
+    unref(index);
+  }
+}
+
+} // namespace redlockd

@@ -1,0 +1,140 @@
+#include "redlockd/resp/script_calls.hpp"
+
+#include "redlockd/resp/resp.hpp"
+#include "redlockd/resp/scripts.hpp"
+
+#include <charconv>
+
+namespace redlockd {
+namespace {
+
+// Decimal text of a number, on the stack.
+struct decimal {
+  explicit decimal(std::uint64_t value) {
+    const auto result = std::to_chars(text, text + sizeof text, value);
+    size = static_cast<std::size_t>(result.ptr - text);
+  }
+  std::string_view view() const { return {text, size}; }
+  char text[24];
+  std::size_t size = 0;
+};
+
+std::pair<std::string_view, std::string_view> head(script s, script_by by) {
+  return by == script_by::sha ? std::pair{std::string_view("EVALSHA"), script_sha(s)}
+                              : std::pair{std::string_view("EVAL"), script_source(s)};
+}
+
+std::optional<std::uint64_t> counter(const redisReply& reply) {
+  const std::string_view text = as_string(reply);
+  std::uint64_t value = 0;
+  if (!parse_counter(text.data(), text.size(), value))
+    return std::nullopt;
+  return value;
+}
+
+// TIME as the scripts append it: two decimal strings.
+std::optional<node_time> time_at(const redisReply& reply, std::size_t first) {
+  const auto seconds = counter(array_at(reply, first));
+  const auto micros = counter(array_at(reply, first + 1));
+  if (!seconds || !micros)
+    return std::nullopt;
+  return node_time{*seconds, *micros};
+}
+
+acquire_reply decode_acquire(const redisReply& reply) {
+  acquire_reply out;
+  const std::size_t size = array_size(reply);
+  if (size >= 3)
+    out.status = as_integer(array_at(reply, 0));
+  out.complete = size == 4;
+  if (!out.complete)
+    return out;
+  out.time = time_at(reply, 2);
+  if (out.status == 1)
+    out.fence = counter(array_at(reply, 1));
+  else if (out.status == 0)
+    out.holder_pttl = as_integer(array_at(reply, 1)).value_or(0);
+  return out;
+}
+
+extend_reply decode_extend(const redisReply& reply) {
+  extend_reply out;
+  const std::size_t size = array_size(reply);
+  if (size >= 3)
+    out.result = as_integer(array_at(reply, 0));
+  out.complete = size == 3;
+  if (out.complete)
+    out.time = time_at(reply, 1);
+  return out;
+}
+
+register_reply decode_registers(const redisReply& reply) {
+  register_reply out;
+  if (array_size(reply) != 2)
+    return out;
+  const auto fence = counter(array_at(reply, 0));
+  const auto max_ttl = counter(array_at(reply, 1));
+  if (fence && max_ttl)
+    out = {true, *fence, *max_ttl};
+  return out;
+}
+
+} // namespace
+
+void append_acquire(std::string& out, script_by by, std::string_view key, const register_keys& keys,
+                    std::string_view owner, std::uint64_t ttl_ms, std::uint64_t proposal) {
+  const auto [verb, body] = head(script::acquire, by);
+  append_command(out, {verb, body, "3", key, keys.fence, keys.max_ttl, owner,
+                       decimal(ttl_ms).view(), decimal(proposal).view()});
+}
+
+void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner) {
+  const auto [verb, body] = head(script::release, by);
+  append_command(out, {verb, body, "1", key, owner});
+}
+
+void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
+                   std::string_view owner, std::uint64_t ttl_ms) {
+  const auto [verb, body] = head(script::extend, by);
+  append_command(out, {verb, body, "2", key, keys.max_ttl, owner, decimal(ttl_ms).view()});
+}
+
+void append_fence_bump(std::string& out, script_by by, const register_keys& keys,
+                       std::uint64_t proposal) {
+  const auto [verb, body] = head(script::fence_bump, by);
+  append_command(out, {verb, body, "1", keys.fence, decimal(proposal).view()});
+}
+
+void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
+                 std::uint64_t max_ttl_ms) {
+  append_command(out, {"EVAL", script_source(script::seed), "2", keys.fence, keys.max_ttl,
+                       decimal(fence).view(), decimal(max_ttl_ms).view()});
+}
+
+void append_register_read(std::string& out, const register_keys& keys) {
+  append_command(out, {"MGET", keys.fence, keys.max_ttl});
+}
+
+script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
+  if (is_error(reply))
+    return error_reply{as_string(reply)};
+  switch (kind) {
+  case request_kind::acquire:
+    return decode_acquire(reply);
+  case request_kind::release:
+  case request_kind::cleanup:
+    return release_reply{as_integer(reply)};
+  case request_kind::extend:
+    return decode_extend(reply);
+  case request_kind::fence_bump:
+    return fence_bump_reply{counter(reply)};
+  case request_kind::fleet_read:
+    return decode_registers(reply);
+  case request_kind::seed:
+    return seed_reply{};
+  default:
+    return error_reply{"unexpected reply"};
+  }
+}
+
+} // namespace redlockd
