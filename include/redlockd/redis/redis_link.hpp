@@ -6,6 +6,7 @@
 #include "redlockd/config/config.hpp"
 #include "redlockd/lock/lock_engine.hpp"
 #include "redlockd/net/net.hpp"
+#include "redlockd/redis/link_handshake.hpp"
 #include "redlockd/resp/pipeline.hpp"
 #include "redlockd/resp/resp.hpp"
 
@@ -68,7 +69,9 @@ class redis_link {
   awaitable<void> read_replies();
   awaitable<void> check_health();
   void handle_reply(const request_tag& tag, const redisReply& reply);
-  void queue_script_loads(std::uint32_t handshake);
+  void on_handshake_event(const handshake_event& event);
+  void on_time_reply(const redisReply& reply);
+  void mark_up();
   void schedule_flush();
   void write_pending();
   void on_written(std::uint64_t connection, const error_code_t& ec);
@@ -102,8 +105,7 @@ class redis_link {
   bool write_in_progress_ = false;
   bool flush_posted_ = false;
 
-  std::size_t handshake_left_ = 0;
-  lock_engine::node_facts facts_; // read during the handshake
+  link_handshake handshake_;
   bool reload_in_progress_ = false;
   bool ping_outstanding_ = false;
   clock_type::time_point ping_sent_{};
