@@ -1,6 +1,5 @@
 #include "redlockd/redis/redis_link.hpp"
 
-#include "redlockd/lock/status_query.hpp"
 #include "redlockd/net/tls.hpp"
 
 #include <boost/asio/connect.hpp>
@@ -28,9 +27,9 @@ std::chrono::milliseconds stall_limit(const config& cfg) {
 } // namespace
 
 redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
-                       std::shared_ptr<spdlog::logger> log)
+                       link_events& events, std::shared_ptr<spdlog::logger> log)
     : io_(io), index_(index), address_(std::move(address)), cfg_(cfg), log_(std::move(log)),
-      socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
+      events_(events), socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
       read_buffer_(read_chunk), handshake_(cfg), jitter_(std::random_device{}()) {}
 
 redis_link::~redis_link() = default;
@@ -192,14 +191,7 @@ awaitable<void> redis_link::run() {
     socket_.close(ignored);
     tls_stream_.reset(); // a write still in flight keeps its TLS state alive until it completes
     pending_.clear();
-    pipeline_.fail_all([this](const request_tag& tag) {
-      if (tag.kind == request_kind::status) {
-        if (status_ != nullptr)
-          status_->on_failure(index_, tag);
-      } else if (engine_ != nullptr) {
-        engine_->on_failure(index_, tag);
-      }
-    });
+    pipeline_.fail_all([this](const request_tag& tag) { events_.on_failure(index_, tag); });
     if (was_up)
       failures_ = 0; // a fresh outage: start again from the shortest backoff
     ++failures_;
@@ -246,18 +238,16 @@ void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
     on_time_reply(reply);
   else if (link_handshake::handles(tag.kind))
     on_handshake_event(handshake_.decode(tag, reply));
-  else if (tag.kind == request_kind::status && status_ != nullptr)
-    status_->on_reply(index_, tag, reply);
-  else if (tag.kind != request_kind::status && engine_ != nullptr)
-    engine_->on_reply(index_, tag, reply);
+  else
+    events_.on_reply(index_, tag, reply);
 }
 
 void redis_link::on_time_reply(const redisReply& reply) {
   ping_outstanding_ = false;
   rtt_us_ =
       std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - ping_sent_).count();
-  if (const auto time = decode_time(reply); time && engine_ != nullptr)
-    engine_->on_node_time(index_, time->seconds, time->micros, ping_sent_);
+  if (const auto time = decode_time(reply))
+    events_.on_time_sample(index_, time->seconds, time->micros, ping_sent_);
 }
 
 void redis_link::on_handshake_event(const handshake_event& event) {
@@ -287,9 +277,7 @@ void redis_link::on_handshake_event(const handshake_event& event) {
     auth_refused_ = false;
     break;
   case kind::identified:
-    if (engine_ != nullptr)
-      engine_->on_node_connected(index_, {event.facts.fence, event.facts.max_ttl_ms,
-                                          event.facts.run_id, event.facts.uptime_ms});
+    events_.on_connected(index_, event.facts);
     break;
   case kind::storage:
     // What survives a restart decides how often quarantine will be needed.
@@ -325,8 +313,7 @@ void redis_link::mark_up() {
   else
     log_->info("node {} up", address_.to_string());
   failures_ = 0;
-  if (engine_ != nullptr)
-    engine_->on_node_ready(index_);
+  events_.on_ready(index_);
 }
 
 awaitable<void> redis_link::check_health() {

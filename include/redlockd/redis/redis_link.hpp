@@ -1,11 +1,11 @@
 // One long-lived connection to one Redis master: connects, loads the scripts, pipelines every
 // command queued in a loop turn into one write, matches replies in order, checks health, and
-// reconnects with capped, jittered backoff.
+// reconnects with capped, jittered backoff. What it learns goes to a link_events sink.
 #pragma once
 
 #include "redlockd/config/config.hpp"
-#include "redlockd/lock/lock_engine.hpp"
 #include "redlockd/net/net.hpp"
+#include "redlockd/redis/link_events.hpp"
 #include "redlockd/redis/link_handshake.hpp"
 #include "redlockd/resp/pipeline.hpp"
 #include "redlockd/resp/resp.hpp"
@@ -24,14 +24,14 @@ namespace redlockd {
 
 class tls_context;
 class tls_stream;
-class status_reader;
 
 class redis_link {
  public:
   enum class state : std::uint8_t { connecting, handshaking, ok, down };
 
+  // Node `index` of the fleet; everything it learns goes to `events`.
   redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
-             std::shared_ptr<spdlog::logger> log);
+             link_events& events, std::shared_ptr<spdlog::logger> log);
   ~redis_link();
 
   // Every connection runs a TLS handshake and verifies the master's certificate against
@@ -40,10 +40,6 @@ class redis_link {
     tls_ = std::move(context);
     tls_server_name_ = std::move(server_name);
   }
-  // Replies and failures of engine requests go to `engine`; call before start().
-  void attach(lock_engine& engine) { engine_ = &engine; }
-  // Replies and failures of STATUS reads go to `status`; call before start().
-  void attach(status_reader& status) { status_ = &status; }
   void start();
   void stop();
 
@@ -83,8 +79,7 @@ class redis_link {
   endpoint address_;
   const config& cfg_;
   std::shared_ptr<spdlog::logger> log_;
-  lock_engine* engine_ = nullptr;
-  status_reader* status_ = nullptr;
+  link_events& events_;
 
   tcp::socket socket_;
   std::shared_ptr<tls_context> tls_; // null: plaintext
