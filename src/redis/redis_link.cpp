@@ -1,10 +1,6 @@
 #include "redlockd/redis/redis_link.hpp"
 
-#include "redlockd/lock/fencing.hpp"
-#include "redlockd/lock/status_query.hpp"
 #include "redlockd/net/tls.hpp"
-#include "redlockd/resp/script_calls.hpp"
-#include "redlockd/resp/scripts.hpp"
 
 #include <boost/asio/connect.hpp>
 
@@ -21,9 +17,6 @@ constexpr auto backoff_first = std::chrono::milliseconds(50);
 constexpr auto backoff_cap = std::chrono::milliseconds(2000);
 constexpr std::size_t read_chunk = 64 * 1024;
 
-// tag.generation of load_script: 1 during the handshake, 0 for a reload after NOSCRIPT.
-constexpr std::uint32_t handshake_load = 1;
-
 // A connection whose oldest request has gone unanswered this long is dead (a stopped or
 // blackholed master): drop it and reconnect rather than wait for TCP to notice.
 std::chrono::milliseconds stall_limit(const config& cfg) {
@@ -31,28 +24,13 @@ std::chrono::milliseconds stall_limit(const config& cfg) {
                   std::chrono::milliseconds(cfg.node_timeout_ms) * 20);
 }
 
-// The value of `name` in an INFO reply ("name:value" lines), or "".
-std::string_view info_field(std::string_view info, std::string_view name) {
-  std::size_t at = 0;
-  while (at < info.size()) {
-    const std::size_t end = std::min(info.find('\n', at), info.size());
-    std::string_view line = info.substr(at, end - at);
-    if (!line.empty() && line.back() == '\r')
-      line.remove_suffix(1);
-    if (line.size() > name.size() && line.starts_with(name) && line[name.size()] == ':')
-      return line.substr(name.size() + 1);
-    at = end + 1;
-  }
-  return {};
-}
-
 } // namespace
 
 redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
-                       std::shared_ptr<spdlog::logger> log)
+                       link_events& events, std::shared_ptr<spdlog::logger> log)
     : io_(io), index_(index), address_(std::move(address)), cfg_(cfg), log_(std::move(log)),
-      socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
-      read_buffer_(read_chunk), jitter_(std::random_device{}()) {}
+      events_(events), socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
+      read_buffer_(read_chunk), handshake_(cfg), jitter_(std::random_device{}()) {}
 
 redis_link::~redis_link() = default;
 
@@ -120,21 +98,13 @@ void redis_link::on_written(std::uint64_t connection, const error_code_t& ec) {
   write_pending(); // what was queued meanwhile
 }
 
-void redis_link::queue_script_loads(std::uint32_t handshake) {
-  std::string command;
-  for (std::uint32_t i = 0; i < script_count; ++i) {
-    command.clear();
-    append_command(command, {"SCRIPT", "LOAD", script_source(static_cast<script>(i))});
-    send(request_tag{request_kind::load_script, i, handshake}, command);
-  }
-}
-
 void redis_link::reload_scripts() {
   if (reload_in_progress_ || state_ != state::ok)
     return;
   reload_in_progress_ = true;
   log_->warn("node {} lost its scripts; loading them again", address_.to_string());
-  queue_script_loads(0);
+  for (const link_request& step : link_handshake::script_reloads())
+    send(step.tag, step.command);
 }
 
 void redis_link::drop_connection(std::string_view why) {
@@ -206,51 +176,22 @@ awaitable<void> redis_link::run() {
     ++connection_;
     reader_.reset();
     state_ = state::handshaking;
-    handshake_left_ = script_count + 4;
     reload_in_progress_ = false;
     ping_outstanding_ = false;
     ping_sent_ = clock_type::now(); // the handshake's round trip is the first RTT sample
-    std::string command;
-    if (!cfg_.redis_password.empty()) {
-      // First on the connection: everything after it runs as this user, or not at all.
-      if (cfg_.redis_username.empty())
-        append_command(command, {"AUTH", cfg_.redis_password});
-      else
-        append_command(command, {"AUTH", cfg_.redis_username, cfg_.redis_password});
-      send(request_tag{request_kind::auth, 0, 0}, command);
-      command.clear();
-      ++handshake_left_;
-    }
-    queue_script_loads(handshake_load);
-    append_command(command, {"GET", cfg_.fence_key});
-    send(request_tag{request_kind::read_fence, 0, 0}, command);
-    command.clear();
-    append_command(command, {"GET", cfg_.fence_key + ":max_ttl"});
-    send(request_tag{request_kind::read_fence, 1, 0}, command);
-    command.clear();
-    append_command(command, {"INFO", "server"});
-    send(request_tag{request_kind::server_info, 0, 0}, command);
-    command.clear();
-    append_command(command, {"INFO", "memory", "persistence"});
-    send(request_tag{request_kind::server_info, 1, 0}, command);
+    for (const link_request& step : handshake_.begin())
+      send(step.tag, step.command);
 
     co_await read_replies();
 
-    // Connection lost: every outstanding request of the engine counts as a failed vote.
+    // Connection lost: every outstanding request counts as a failed vote.
     const bool was_up = state_ == state::ok;
     state_ = state::down;
     error_code_t ignored;
     socket_.close(ignored);
     tls_stream_.reset(); // a write still in flight keeps its TLS state alive until it completes
     pending_.clear();
-    pipeline_.fail_all([this](const request_tag& tag) {
-      if (tag.kind == request_kind::status) {
-        if (status_ != nullptr)
-          status_->on_failure(index_, tag);
-      } else if (engine_ != nullptr) {
-        engine_->on_failure(index_, tag);
-      }
-    });
+    pipeline_.fail_all([this](const request_tag& tag) { events_.on_failure(index_, tag); });
     if (was_up)
       failures_ = 0; // a fresh outage: start again from the shortest backoff
     ++failures_;
@@ -293,119 +234,86 @@ awaitable<void> redis_link::read_replies() {
 }
 
 void redis_link::handle_reply(const request_tag& tag, const redisReply& reply) {
-  switch (tag.kind) {
-  case request_kind::auth:
-    if (is_error(reply)) {
-      // Redis's own text ("WRONGPASS ...") says why; it never holds the password, but it is
-      // scrubbed anyway in case a future server echoes its argument.
-      std::string why(as_string(reply));
-      for (auto at = why.find(cfg_.redis_password); at != std::string::npos;
-           at = why.find(cfg_.redis_password, at + 3))
-        why.replace(at, cfg_.redis_password.size(), "***");
-      if (!auth_refused_)
-        log_->error("node {}: AUTH refused{}: {}; node down, retrying", address_.to_string(),
-                    cfg_.redis_username.empty() ? "" : " for user '" + cfg_.redis_username + "'",
-                    why);
-      else
-        log_->debug("node {}: AUTH refused again: {}", address_.to_string(), why);
-      auth_refused_ = true;
-      drop_connection("AUTH refused");
-      return;
-    }
+  if (tag.kind == request_kind::ping)
+    on_time_reply(reply);
+  else if (link_handshake::handles(tag.kind))
+    on_handshake_event(handshake_.decode(tag, reply));
+  else
+    events_.on_reply(index_, tag, reply);
+}
+
+void redis_link::on_time_reply(const redisReply& reply) {
+  ping_outstanding_ = false;
+  rtt_us_ =
+      std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - ping_sent_).count();
+  if (const auto time = decode_time(reply))
+    events_.on_time_sample(index_, time->seconds, time->micros, ping_sent_);
+}
+
+void redis_link::on_handshake_event(const handshake_event& event) {
+  using kind = handshake_event::kind;
+  const std::string node = address_.to_string();
+  switch (event.what) {
+  case kind::auth_refused:
+    if (!auth_refused_)
+      log_->error("node {}: AUTH refused{}: {}; node down, retrying", node,
+                  cfg_.redis_username.empty() ? "" : " for user '" + cfg_.redis_username + "'",
+                  event.detail);
+    else
+      log_->debug("node {}: AUTH refused again: {}", node, event.detail);
+    auth_refused_ = true;
+    drop_connection("AUTH refused");
+    return;
+  case kind::script_refused:
+    log_->error("node {}: SCRIPT LOAD failed: {}", node, event.detail);
+    drop_connection("cannot load scripts");
+    return;
+  case kind::fence_unreadable:
+    log_->error("node {}: cannot read fence key '{}': {}; reconnecting", node, cfg_.fence_key,
+                event.detail);
+    drop_connection("unreadable fence key");
+    return;
+  case kind::auth_accepted:
     auth_refused_ = false;
     break;
-  case request_kind::load_script:
-    if (is_error(reply) || as_string(reply) != script_sha(static_cast<script>(tag.op))) {
-      log_->error("node {}: SCRIPT LOAD failed: {}", address_.to_string(), as_string(reply));
-      drop_connection("cannot load scripts");
-      return;
-    }
-    if (tag.generation != handshake_load) {
-      if (tag.op + 1 == script_count)
-        reload_in_progress_ = false;
-      return;
-    }
+  case kind::identified:
+    events_.on_connected(index_, event.facts);
     break;
-  case request_kind::read_fence: {
-    // Facts for the engine, handed over with the master's identity (INFO server, next).
-    std::uint64_t value = 0;
-    const std::string_view text = as_string(reply);
-    if (!is_error(reply) && parse_counter(text.data(), text.size(), value)) {
-      if (tag.op == 0)
-        facts_.fence = is_nil(reply) ? std::nullopt : std::optional<std::uint64_t>(value);
-      else
-        facts_.max_ttl_ms = value;
-    } else {
-      log_->error("node {}: cannot read fence key '{}': {}; reconnecting", address_.to_string(),
-                  cfg_.fence_key, text);
-      drop_connection("unreadable fence key");
-      return;
-    }
-    break;
-  }
-  case request_kind::ping: {
-    ping_outstanding_ = false;
-    rtt_us_ = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - ping_sent_)
-                  .count();
-    if (array_size(reply) == 2 && engine_ != nullptr) {
-      std::uint64_t seconds = 0;
-      std::uint64_t micros = 0;
-      const auto s_text = as_string(array_at(reply, 0));
-      const auto us_text = as_string(array_at(reply, 1));
-      if (parse_counter(s_text.data(), s_text.size(), seconds) &&
-          parse_counter(us_text.data(), us_text.size(), micros))
-        engine_->on_node_time(index_, seconds, micros, ping_sent_);
-    }
-    return;
-  }
-  case request_kind::server_info:
-    if (tag.op == 0) {
-      facts_.run_id = info_field(as_string(reply), "run_id");
-      std::uint64_t uptime_s = 0;
-      const std::string_view uptime = info_field(as_string(reply), "uptime_in_seconds");
-      parse_counter(uptime.data(), uptime.size(), uptime_s);
-      facts_.uptime_ms = uptime_s * 1000;
-      if (engine_ != nullptr)
-        engine_->on_node_connected(index_, facts_);
-      facts_ = {};
-    } else {
-      const std::string_view policy = info_field(as_string(reply), "maxmemory_policy");
-      // What survives a restart decides how often quarantine will be needed.
-      if (info_field(as_string(reply), "aof_enabled") == "1")
-        log_->info("node {}: appendonly on", address_.to_string());
-      else
-        log_->info("node {}: appendonly off: a restart loses its locks (it is then quarantined)",
-                   address_.to_string());
-      unsafe_ = policy != "noeviction";
-      if (unsafe_)
-        log_->error("node {}: maxmemory-policy is '{}': lock keys can be evicted{}",
-                    address_.to_string(), policy,
-                    cfg_.refuse_unsafe_nodes ? "; kept out of quorums (refuse_unsafe_nodes)"
-                                             : "; set it to noeviction");
-    }
-    break;
-  case request_kind::status:
-    if (status_ != nullptr)
-      status_->on_reply(index_, tag, reply);
-    return;
-  default:
-    if (engine_ != nullptr)
-      engine_->on_reply(index_, tag, decode_script_reply(tag.kind, reply));
-    return;
-  }
-  // A handshake reply.
-  if (handshake_left_ > 0 && --handshake_left_ == 0) {
-    state_ = state::ok;
-    rtt_us_ = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - ping_sent_)
-                  .count();
-    if (failures_ > 0)
-      log_->info("node {} up (after {} failed attempts)", address_.to_string(), failures_);
+  case kind::storage:
+    // What survives a restart decides how often quarantine will be needed.
+    if (event.storage.aof_enabled)
+      log_->info("node {}: appendonly on", node);
     else
-      log_->info("node {} up", address_.to_string());
-    failures_ = 0;
-    if (engine_ != nullptr)
-      engine_->on_node_ready(index_);
+      log_->info("node {}: appendonly off: a restart loses its locks (it is then quarantined)",
+                 node);
+    unsafe_ = event.storage.evicts_keys();
+    if (unsafe_)
+      log_->error("node {}: maxmemory-policy is '{}': lock keys can be evicted{}", node,
+                  event.storage.maxmemory_policy,
+                  cfg_.refuse_unsafe_nodes ? "; kept out of quorums (refuse_unsafe_nodes)"
+                                           : "; set it to noeviction");
+    break;
+  case kind::scripts_reloaded:
+    reload_in_progress_ = false;
+    break;
+  case kind::accepted:
+    break;
   }
+  if (event.complete)
+    mark_up();
+}
+
+// The last handshake reply came: the master takes requests.
+void redis_link::mark_up() {
+  state_ = state::ok;
+  rtt_us_ =
+      std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - ping_sent_).count();
+  if (failures_ > 0)
+    log_->info("node {} up (after {} failed attempts)", address_.to_string(), failures_);
+  else
+    log_->info("node {} up", address_.to_string());
+  failures_ = 0;
+  events_.on_ready(index_);
 }
 
 awaitable<void> redis_link::check_health() {

@@ -1,11 +1,12 @@
 // One long-lived connection to one Redis master: connects, loads the scripts, pipelines every
 // command queued in a loop turn into one write, matches replies in order, checks health, and
-// reconnects with capped, jittered backoff.
+// reconnects with capped, jittered backoff. What it learns goes to a link_events sink.
 #pragma once
 
 #include "redlockd/config/config.hpp"
-#include "redlockd/lock/lock_engine.hpp"
 #include "redlockd/net/net.hpp"
+#include "redlockd/redis/link_events.hpp"
+#include "redlockd/redis/link_handshake.hpp"
 #include "redlockd/resp/pipeline.hpp"
 #include "redlockd/resp/resp.hpp"
 
@@ -23,14 +24,14 @@ namespace redlockd {
 
 class tls_context;
 class tls_stream;
-class status_reader;
 
 class redis_link {
  public:
   enum class state : std::uint8_t { connecting, handshaking, ok, down };
 
+  // Node `index` of the fleet; everything it learns goes to `events`.
   redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
-             std::shared_ptr<spdlog::logger> log);
+             link_events& events, std::shared_ptr<spdlog::logger> log);
   ~redis_link();
 
   // Every connection runs a TLS handshake and verifies the master's certificate against
@@ -39,10 +40,6 @@ class redis_link {
     tls_ = std::move(context);
     tls_server_name_ = std::move(server_name);
   }
-  // Replies and failures of engine requests go to `engine`; call before start().
-  void attach(lock_engine& engine) { engine_ = &engine; }
-  // Replies and failures of STATUS reads go to `status`; call before start().
-  void attach(status_reader& status) { status_ = &status; }
   void start();
   void stop();
 
@@ -68,7 +65,9 @@ class redis_link {
   awaitable<void> read_replies();
   awaitable<void> check_health();
   void handle_reply(const request_tag& tag, const redisReply& reply);
-  void queue_script_loads(std::uint32_t handshake);
+  void on_handshake_event(const handshake_event& event);
+  void on_time_reply(const redisReply& reply);
+  void mark_up();
   void schedule_flush();
   void write_pending();
   void on_written(std::uint64_t connection, const error_code_t& ec);
@@ -80,8 +79,7 @@ class redis_link {
   endpoint address_;
   const config& cfg_;
   std::shared_ptr<spdlog::logger> log_;
-  lock_engine* engine_ = nullptr;
-  status_reader* status_ = nullptr;
+  link_events& events_;
 
   tcp::socket socket_;
   std::shared_ptr<tls_context> tls_; // null: plaintext
@@ -102,8 +100,7 @@ class redis_link {
   bool write_in_progress_ = false;
   bool flush_posted_ = false;
 
-  std::size_t handshake_left_ = 0;
-  lock_engine::node_facts facts_; // read during the handshake
+  link_handshake handshake_;
   bool reload_in_progress_ = false;
   bool ping_outstanding_ = false;
   clock_type::time_point ping_sent_{};

@@ -23,17 +23,21 @@ enum class request_kind : std::uint8_t {
   cleanup,    // a release nobody waits for; op: its entry in the engine's cleanup table
   // Sent by the status reader (STATUS): a plain PTTL.
   status,
-  // Sent by the connection itself.
+  // Sent by the connection itself: the handshake (see link_handshake.hpp) ...
   auth,
-  load_script,
-  read_fence,
-  server_info,
-  ping,
+  load_script,  // op: the script's index
+  read_fence,   // GET of the fence key
+  read_max_ttl, // GET of the fence key's ":max_ttl" register
+  info_server,  // INFO server: run_id, uptime
+  info_memory,  // INFO memory persistence: maxmemory_policy, aof_enabled
+  // ... and afterwards.
+  reload_script, // SCRIPT LOAD again after NOSCRIPT; op: the script's index
+  ping,          // TIME, the health probe
 };
 
 struct request_tag {
   request_kind kind = request_kind::ping;
-  std::uint32_t op = 0;         // operation slot in the engine, or script index for load_script
+  std::uint32_t op = 0;         // operation slot in the engine, or script index for (re)loads
   std::uint32_t generation = 0; // the slot's generation when sent; 0 = nobody waits
 };
 

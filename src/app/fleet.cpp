@@ -1,0 +1,92 @@
+// The fleet: the links' events routed to the engine and the status reader, and the engine's
+// node_io carried out over the links.
+#include "redlockd/app/fleet.hpp"
+
+#include "redlockd/lock/status_query.hpp"
+#include "redlockd/resp/script_calls.hpp"
+
+#include <algorithm>
+
+namespace redlockd {
+
+fleet::fleet(net::io_context& io, const config& cfg, std::shared_ptr<spdlog::logger> log)
+    : engine_timer_(io), status_timer_(io) {
+  for (std::size_t i = 0; i < cfg.nodes.size(); ++i)
+    links_.push_back(std::make_unique<redis_link>(io, i, cfg.nodes[i], cfg, *this, log));
+}
+
+void fleet::route_to(lock_engine& engine, status_reader& status) {
+  engine_ = &engine;
+  status_ = &status;
+}
+
+void fleet::start() {
+  for (auto& link : links_)
+    link->start();
+}
+
+void fleet::stop() {
+  for (auto& link : links_)
+    link->stop();
+  engine_timer_.cancel();
+  status_timer_.cancel();
+}
+
+std::size_t fleet::usable_count() const {
+  return static_cast<std::size_t>(
+      std::count_if(links_.begin(), links_.end(), [](const auto& link) { return link->usable(); }));
+}
+
+bool fleet::idle() const {
+  return std::all_of(links_.begin(), links_.end(), [](const auto& link) { return link->idle(); });
+}
+
+void fleet::arm_timer(clock_type::time_point when) {
+  engine_timer_.expires_at(when); // cancels the earlier wait, whose handler then does nothing
+  engine_timer_.async_wait([this](const error_code_t& ec) {
+    if (!ec)
+      engine_->on_timer();
+  });
+}
+
+void fleet::arm_status_timer(clock_type::time_point when) {
+  status_timer_.expires_at(when);
+  status_timer_.async_wait([this](const error_code_t& ec) {
+    if (!ec)
+      status_->on_timer();
+  });
+}
+
+void fleet::on_connected(std::size_t node, const master_facts& facts) {
+  lock_engine::node_facts engine_facts;
+  engine_facts.fence = facts.fence;
+  engine_facts.max_ttl_ms = facts.max_ttl_ms;
+  engine_facts.run_id = facts.run_id; // the engine copies what it keeps
+  engine_facts.uptime_ms = facts.uptime_ms;
+  engine_->on_node_connected(node, engine_facts);
+}
+
+void fleet::on_ready(std::size_t node) {
+  engine_->on_node_ready(node);
+}
+
+void fleet::on_reply(std::size_t node, const request_tag& tag, const redisReply& reply) {
+  if (tag.kind == request_kind::status)
+    status_->on_reply(node, tag, reply);
+  else
+    engine_->on_reply(node, tag, decode_script_reply(tag.kind, reply)); // decoded once, here
+}
+
+void fleet::on_failure(std::size_t node, const request_tag& tag) {
+  if (tag.kind == request_kind::status)
+    status_->on_failure(node, tag);
+  else
+    engine_->on_failure(node, tag);
+}
+
+void fleet::on_time_sample(std::size_t node, std::uint64_t seconds, std::uint64_t micros,
+                           clock_type::time_point sent_at) {
+  engine_->on_node_time(node, seconds, micros, sent_at);
+}
+
+} // namespace redlockd
