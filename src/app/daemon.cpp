@@ -1,6 +1,6 @@
 #include "redlockd/app/daemon.hpp"
 
-#include "redlockd/server/client_server.hpp"
+#include "redlockd/server/listener.hpp"
 #include "redlockd/lock/lock_engine.hpp"
 #include "redlockd/config/logging.hpp"
 #include "redlockd/metrics/metrics.hpp"
@@ -334,7 +334,7 @@ struct daemon::impl final : node_io {
   status_reader status_reads;
   clock_type::time_point started;
   session_context context;
-  client_server server;
+  listener server;
   metrics_server metrics;
   std::vector<std::unique_ptr<redis_link>> links;
 };
