@@ -14,7 +14,7 @@
 #include "redlockd/metrics/metrics_server.hpp"
 #include "redlockd/net/net.hpp"
 #include "redlockd/net/tls.hpp"
-#include "redlockd/server/client_server.hpp"
+#include "redlockd/server/listener.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -121,7 +121,7 @@ struct daemon::impl {
   status_reader status_reads;
   clock_type::time_point started;
   session_context context;
-  client_server server;
+  listener server;
   metrics_server metrics;
   daemon_parts parts;
   supervisor life;

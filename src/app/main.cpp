@@ -1,8 +1,8 @@
 // redlockd: command line → config → daemon. Exit codes: 0 ok, 1 runtime failure, 2 bad usage or
 // config.
+#include "redlockd/app/daemon.hpp"
 #include "redlockd/config/auth.hpp"
 #include "redlockd/config/config.hpp"
-#include "redlockd/app/daemon.hpp"
 #include "redlockd/config/logging.hpp"
 
 #include <spdlog/spdlog.h>

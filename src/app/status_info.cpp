@@ -5,7 +5,7 @@
 #include "redlockd/app/fleet.hpp"
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/metrics/metrics_server.hpp"
-#include "redlockd/server/client_server.hpp"
+#include "redlockd/server/listener.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -7,7 +7,7 @@
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/lock/status_query.hpp"
 #include "redlockd/metrics/metrics_server.hpp"
-#include "redlockd/server/client_server.hpp"
+#include "redlockd/server/listener.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -125,7 +125,7 @@ void supervisor::begin_shutdown(int signal) {
 // client sessions say when they become idle, so there is no event to wait on instead.
 awaitable<void> supervisor::finish_shutdown(clock_type::time_point deadline) {
   lock_engine& engine = parts_.engine;
-  client_server& server = parts_.server;
+  listener& server = parts_.server;
   net::steady_timer poll(io_);
   // Releases must reach the masters before the links close.
   while ((engine.operations_in_flight() > 0 || parts_.status_reads.in_flight() > 0 ||

@@ -1,6 +1,7 @@
 #include "redlockd/redis/redis_link.hpp"
 
 #include "redlockd/net/tls.hpp"
+#include "redlockd/resp/scripts.hpp"
 
 #include <boost/asio/connect.hpp>
 
@@ -29,8 +30,9 @@ std::chrono::milliseconds stall_limit(const config& cfg) {
 redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
                        link_events& events, std::shared_ptr<spdlog::logger> log)
     : io_(io), index_(index), address_(std::move(address)), cfg_(cfg), log_(std::move(log)),
-      events_(events), socket_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
-      read_buffer_(read_chunk), handshake_(cfg), jitter_(std::random_device{}()) {}
+      events_(events), stream_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
+      read_buffer_(read_chunk), writer_(stream_, *this), handshake_(cfg),
+      jitter_(std::random_device{}()) {}
 
 redis_link::~redis_link() = default;
 
@@ -42,8 +44,7 @@ void redis_link::start() {
 
 void redis_link::stop() {
   stopping_ = true;
-  error_code_t ignored;
-  socket_.close(ignored);
+  stream_.close();
   connect_timer_.cancel();
   health_timer_.cancel();
   backoff_timer_.cancel();
@@ -53,49 +54,15 @@ void redis_link::send(const request_tag& tag, std::string_view command) {
   if (pipeline_.empty())
     last_progress_ = clock_type::now(); // the stall clock starts with the first request
   pipeline_.push(tag);
-  pending_.append(command);
-  schedule_flush();
+  writer_.append(command);
 }
 
-void redis_link::schedule_flush() {
-  if (flush_posted_ || write_in_progress_)
-    return;
-  // Runs after the handlers already queued in this loop turn: their commands join this write.
-  flush_posted_ = true;
-  net::post(io_, [this] {
-    flush_posted_ = false;
-    write_pending();
-  });
-}
-
-void redis_link::write_pending() {
-  if (write_in_progress_ || pending_.empty() || !socket_.is_open())
-    return;
-  writing_.swap(pending_);
-  pending_.clear();
-  write_in_progress_ = true;
-  if (tls_stream_) {
-    tls_stream_->async_write(
-        net::buffer(writing_),
-        [this, connection = connection_](const error_code_t& ec) { on_written(connection, ec); });
-    return;
-  }
-  net::async_write(socket_, net::buffer(writing_),
-                   [this, connection = connection_](const error_code_t& ec, std::size_t) {
-                     on_written(connection, ec);
-                   });
-}
-
-void redis_link::on_written(std::uint64_t connection, const error_code_t& ec) {
-  write_in_progress_ = false;
-  writing_.clear();
-  if (connection != connection_)
-    return;
+bool redis_link::on_written(const error_code_t& ec) {
   if (ec) {
     drop_connection(ec.message());
-    return;
+    return false;
   }
-  write_pending(); // what was queued meanwhile
+  return true; // and what was queued meanwhile goes out
 }
 
 void redis_link::reload_scripts() {
@@ -108,12 +75,11 @@ void redis_link::reload_scripts() {
 }
 
 void redis_link::drop_connection(std::string_view why) {
-  if (!socket_.is_open())
+  if (!stream_.is_open())
     return;
   if (state_ == state::ok)
     log_->warn("node {} down: {}", address_.to_string(), why);
-  error_code_t ignored;
-  socket_.close(ignored); // the reader sees the error and the run loop reconnects
+  stream_.close(); // the reader sees the error and the run loop reconnects
 }
 
 std::chrono::milliseconds redis_link::next_backoff() {
@@ -137,22 +103,21 @@ awaitable<void> redis_link::run() {
       // A master that accepts nothing must not hold us past the connect timeout.
       connect_timer_.expires_after(connect_timeout);
       connect_timer_.async_wait([this](const error_code_t& timer_ec) {
-        if (!timer_ec) {
-          error_code_t ignored;
-          socket_.close(ignored);
-        }
+        if (!timer_ec)
+          stream_.close();
       });
-      co_await net::async_connect(socket_, endpoints, net::redirect_error(net::use_awaitable, ec));
+      co_await net::async_connect(stream_.socket(), endpoints,
+                                  net::redirect_error(net::use_awaitable, ec));
       if (!ec && tls_) {
         // The connect timer bounds the handshake too. TLS state is per connection: a fresh one.
-        tls_stream_ = std::make_unique<tls_stream>(socket_, *tls_);
-        co_await tls_stream_->connect(tls_server_name_, ec);
+        tls_stream& tls = stream_.start_tls(*tls_);
+        co_await tls.connect(tls_server_name_, ec);
         if (ec)
-          why = socket_.is_open() ? "TLS handshake failed: " + tls_stream_->describe(ec)
+          why = stream_.is_open() ? "TLS handshake failed: " + tls.describe(ec)
                                   : "TLS handshake timed out";
       }
       connect_timer_.cancel();
-      if (!ec && !socket_.is_open())
+      if (!ec && !stream_.is_open())
         ec = net::error::timed_out;
     }
     if (ec || stopping_) {
@@ -164,16 +129,14 @@ awaitable<void> redis_link::run() {
         log_->debug("node {} still unreachable: {}", address_.to_string(), why);
       // Down until the next attempt starts, so INFO tells a failing node from one that connects.
       state_ = state::down;
-      error_code_t ignored;
-      socket_.close(ignored);
+      stream_.close();
       ++failures_;
       backoff_timer_.expires_after(next_backoff());
       co_await backoff_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
       continue;
     }
 
-    socket_.set_option(tcp::no_delay(true), ec);
-    ++connection_;
+    stream_.socket().set_option(tcp::no_delay(true), ec);
     reader_.reset();
     state_ = state::handshaking;
     reload_in_progress_ = false;
@@ -187,10 +150,9 @@ awaitable<void> redis_link::run() {
     // Connection lost: every outstanding request counts as a failed vote.
     const bool was_up = state_ == state::ok;
     state_ = state::down;
-    error_code_t ignored;
-    socket_.close(ignored);
-    tls_stream_.reset(); // a write still in flight keeps its TLS state alive until it completes
-    pending_.clear();
+    stream_.close();
+    stream_.end_tls(); // a write still in flight keeps its TLS state alive until it completes
+    writer_.discard(); // and completes unseen: it cannot drop the next connection
     pipeline_.fail_all([this](const request_tag& tag) { events_.on_failure(index_, tag); });
     if (was_up)
       failures_ = 0; // a fresh outage: start again from the shortest backoff
@@ -205,10 +167,7 @@ awaitable<void> redis_link::run() {
 awaitable<void> redis_link::read_replies() {
   for (;;) {
     error_code_t ec;
-    const std::size_t n =
-        tls_stream_ ? co_await tls_stream_->read_some(net::buffer(read_buffer_), ec)
-                    : co_await socket_.async_read_some(net::buffer(read_buffer_),
-                                                       net::redirect_error(net::use_awaitable, ec));
+    const std::size_t n = co_await stream_.read_some(net::buffer(read_buffer_), ec);
     if (ec) {
       if (state_ == state::ok && !stopping_)
         log_->warn("node {} down: {}", address_.to_string(), ec.message());
@@ -227,7 +186,7 @@ awaitable<void> redis_link::read_replies() {
         co_return;
       }
       handle_reply(pipeline_.pop(), *reply);
-      if (!socket_.is_open())
+      if (!stream_.is_open())
         co_return;
     }
   }

@@ -15,7 +15,7 @@ namespace redlockd {
 
 class fleet;
 class status_reader;
-class client_server;
+class listener;
 class metrics_server;
 struct session_context;
 
@@ -26,7 +26,7 @@ struct daemon_parts {
   lock_engine& engine;
   status_reader& status_reads;
   session_context& context;
-  client_server& server;
+  listener& server;
   metrics_server& metrics;
   clock_type::time_point started;
 };

@@ -1,6 +1,6 @@
 // TLS for both sides of the daemon. <boost/asio/ssl.hpp> and OpenSSL stay inside src/net/tls.cpp:
-// the sessions and links keep their plain tcp::socket and, when TLS is on, hold a tls_stream
-// layered over that same socket. The plaintext path calls the socket directly, as before.
+// sessions and links hold a `stream` (stream.hpp), which layers a tls_stream over its plain
+// tcp::socket when TLS is on and calls the socket directly when it is not.
 #pragma once
 
 #include "redlockd/config/config.hpp"

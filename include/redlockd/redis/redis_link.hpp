@@ -4,7 +4,9 @@
 #pragma once
 
 #include "redlockd/config/config.hpp"
+#include "redlockd/net/batch_writer.hpp"
 #include "redlockd/net/net.hpp"
+#include "redlockd/net/stream.hpp"
 #include "redlockd/redis/link_events.hpp"
 #include "redlockd/redis/link_handshake.hpp"
 #include "redlockd/resp/pipeline.hpp"
@@ -23,9 +25,8 @@ class logger;
 namespace redlockd {
 
 class tls_context;
-class tls_stream;
 
-class redis_link {
+class redis_link : private batch_writer::owner {
  public:
   enum class state : std::uint8_t { connecting, handshaking, ok, down };
 
@@ -53,7 +54,7 @@ class redis_link {
   // The master refused the last AUTH (wrong redis_username or password).
   bool auth_refused() const { return auth_refused_; }
   // Nothing queued or waiting for a reply (or the node is down).
-  bool idle() const { return !usable() || (pipeline_.empty() && pending_.empty()); }
+  bool idle() const { return !usable() || (pipeline_.empty() && writer_.queued_bytes() == 0); }
 
   // Queues a command; everything queued before the loop turn ends goes out in one write.
   void send(const request_tag& tag, std::string_view command);
@@ -68,9 +69,7 @@ class redis_link {
   void on_handshake_event(const handshake_event& event);
   void on_time_reply(const redisReply& reply);
   void mark_up();
-  void schedule_flush();
-  void write_pending();
-  void on_written(std::uint64_t connection, const error_code_t& ec);
+  bool on_written(const error_code_t& ec) override;
   void drop_connection(std::string_view why);
   std::chrono::milliseconds next_backoff();
 
@@ -81,24 +80,20 @@ class redis_link {
   std::shared_ptr<spdlog::logger> log_;
   link_events& events_;
 
-  tcp::socket socket_;
+  stream stream_;                    // a fresh TLS layer for each connection when tls_ is set
   std::shared_ptr<tls_context> tls_; // null: plaintext
   std::string tls_server_name_;
-  std::unique_ptr<tls_stream> tls_stream_; // over socket_, fresh for each connection
   net::steady_timer connect_timer_;
   net::steady_timer health_timer_;
   net::steady_timer backoff_timer_;
   state state_ = state::connecting;
   bool stopping_ = false;
-  std::uint64_t connection_ = 0; // counts connections, so that stale handlers can tell
 
   pipeline pipeline_;
   reply_reader reader_;
   std::vector<char> read_buffer_;
-  std::string pending_; // queued, not yet written
-  std::string writing_; // being written
-  bool write_in_progress_ = false;
-  bool flush_posted_ = false;
+  // Discarded when a connection ends: a write still in flight then completes unseen.
+  batch_writer writer_;
 
   link_handshake handshake_;
   bool reload_in_progress_ = false;

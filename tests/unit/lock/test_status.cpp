@@ -1,7 +1,7 @@
 // STATUS: parsing, the decision from the masters' PTTLs, and the reader's rounds.
+#include "redlockd/lock/status_query.hpp"
 #include "redlockd/protocol/protocol.hpp"
 #include "redlockd/resp/resp.hpp"
-#include "redlockd/lock/status_query.hpp"
 
 #include <catch2/catch.hpp>
 #include <spdlog/sinks/null_sink.h>

@@ -1,13 +1,12 @@
-#include "redlockd/server/client_server.hpp"
+// One client connection (see client_session.hpp): the read loop, dispatch to the engine,
+// replies in request order through the batching writer, AUTH, and the slowloris timers.
+#include "redlockd/server/client_session.hpp"
 
 #include "redlockd/net/tls.hpp"
+#include "redlockd/server/listener.hpp"
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <type_traits>
 
 namespace redlockd {
@@ -22,136 +21,35 @@ constexpr std::size_t max_pending_bytes = 1 << 20;
 // if its client is not reading.
 constexpr std::size_t lines_per_turn = 64;
 
-// A peer that vanished without FIN or RST is only noticed by probing: after `idle_s` of silence,
-// three probes idle_s / 3 apart (at least 1 s), so it is dropped about 2 * idle_s after.
-void enable_keepalive(tcp::socket& socket, std::uint32_t idle_s) {
-  if (idle_s == 0)
-    return;
-  error_code_t ignored;
-  socket.set_option(net::socket_base::keep_alive(true), ignored);
-  const int fd = socket.native_handle();
-  const int idle = static_cast<int>(idle_s);
-  const int interval = std::max(1, idle / 3);
-  const int probes = 3;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
-}
-
 } // namespace
 
-client_server::client_server(net::io_context& io, session_context& context)
-    : io_(io), context_(context), acceptor_(io) {}
-
-void open_listener(tcp::acceptor& acceptor, const endpoint& address) {
-  tcp::resolver resolver(acceptor.get_executor());
-  const auto results = resolver.resolve(address.host, std::to_string(address.port),
-                                        tcp::resolver::passive | tcp::resolver::numeric_service);
-  const tcp::endpoint where = results.begin()->endpoint();
-  acceptor.open(where.protocol());
-  acceptor.set_option(tcp::acceptor::reuse_address(true));
-  acceptor.bind(where);
-  acceptor.listen(net::socket_base::max_listen_connections);
-}
-
-void log_failure::operator()(std::exception_ptr error) const {
-  if (!error)
-    return;
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    log->error("{} failed: {}", what, e.what());
-  }
-}
-
-void client_server::listen(const endpoint& address) {
-  open_listener(acceptor_, address);
-}
-
-void client_server::start() {
-  net::co_spawn(io_, accept_loop(), log_failure{context_.log, "the client accept loop"});
-}
-
-void client_server::stop_accepting() {
-  error_code_t ignored;
-  acceptor_.close(ignored);
-}
-
-void client_server::drain() {
-  for (const auto& session : std::unordered_set(sessions_))
-    session->finish_and_close();
-}
-
-void client_server::stop() {
-  stop_accepting();
-  for (const auto& session : std::unordered_set(sessions_))
-    session->close();
-}
-
-awaitable<void> client_server::accept_loop() {
-  while (acceptor_.is_open()) {
-    error_code_t ec;
-    tcp::socket socket =
-        co_await acceptor_.async_accept(net::redirect_error(net::use_awaitable, ec));
-    if (ec) {
-      if (ec == net::error::operation_aborted || !acceptor_.is_open())
-        co_return;
-      // Out of descriptors and the like: keep serving the clients we have.
-      context_.log->warn("accept failed: {}", ec.message());
-      net::steady_timer pause(io_, std::chrono::milliseconds(50));
-      co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
-      continue;
-    }
-    socket.set_option(tcp::no_delay(true), ec);
-    enable_keepalive(socket, context_.cfg.client_keepalive_s);
-    if (sessions_.size() >= context_.cfg.max_connections) {
-      // Tell the client why before closing; the line is small enough for a fresh socket buffer.
-      // A TLS client could not read a plaintext line, and a handshake costs CPU we lack now.
-      const std::string line =
-          format_error(error_code::too_many, "too many connections (max_connections)");
-      socket.non_blocking(true, ec);
-      if (!tls_)
-        socket.write_some(net::buffer(line), ec);
-      else
-        context_.log->debug("TLS client refused: too many connections (max_connections)");
-      socket.close(ec);
-      continue;
-    }
-    auto session =
-        std::make_shared<client_session>(std::move(socket), *this, next_session_id_++, tls_.get());
-    sessions_.insert(session);
-    session->start();
-  }
-}
-
-client_session::client_session(tcp::socket socket, client_server& server, std::uint64_t id,
-                               tls_context* tls)
-    : socket_(std::move(socket)),
-      tls_(tls != nullptr ? std::make_unique<tls_stream>(socket_, *tls) : nullptr), server_(server),
-      context_(server.context_), id_(id), lines_(server.context_.cfg.max_line_bytes),
-      read_buffer_(read_chunk), resume_(socket_.get_executor()),
-      partial_timer_(socket_.get_executor()), auth_(!server.context_.cfg.client_secret.empty()),
-      auth_timer_(socket_.get_executor()) {
+client_session::client_session(tcp::socket socket, listener& server, session_context& context,
+                               std::uint64_t id, tls_context* tls)
+    : stream_(std::move(socket)), server_(server), context_(context), id_(id),
+      lines_(context.cfg.max_line_bytes), read_buffer_(read_chunk), writer_(stream_, *this),
+      resume_(stream_.get_executor()), partial_timer_(stream_.get_executor()),
+      auth_(!context.cfg.client_secret.empty()), auth_timer_(stream_.get_executor()) {
+  if (tls != nullptr)
+    stream_.start_tls(*tls);
   error_code_t ec;
-  const tcp::endpoint remote = socket_.remote_endpoint(ec);
+  const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? "unknown peer" : endpoint{remote.address().to_string(), remote.port()}.to_string();
 }
 
 client_session::~client_session() = default;
 
 void client_session::start() {
+  // A flush posted or a write in flight keeps the session alive, even once it has closed.
+  writer_.hold_while_busy(weak_from_this());
   watch_auth_deadline();
-  net::co_spawn(socket_.get_executor(), read_requests(),
-                [self = shared_from_this()](std::exception_ptr error) {
-                  if (!error)
-                    return;
-                  try {
-                    std::rethrow_exception(error);
-                  } catch (const std::exception& e) {
-                    self->context_.log->error("client {}: {}", self->id_, e.what());
-                  }
-                  self->close();
-                });
+  net::co_spawn(
+      stream_.get_executor(), read_requests(),
+      [self = shared_from_this(),
+       log = log_failure{context_.log, "client " + std::to_string(id_)}](std::exception_ptr error) {
+        log(error);
+        if (error)
+          self->close();
+      });
 }
 
 void client_session::finish_and_close() {
@@ -163,58 +61,36 @@ void client_session::close(bool graceful) {
   if (closed_)
     return;
   closed_ = true;
-  error_code_t ignored;
   if (graceful && tls_ready_) {
     // A clean end for TLS clients that insist on close_notify; the socket closes right after.
-    tls_->async_close_notify(std::chrono::seconds(1), [self = shared_from_this()] {
-      error_code_t ignored_too;
-      self->socket_.close(ignored_too);
-    });
+    stream_.close_after_notify(std::chrono::seconds(1), shared_from_this());
   } else {
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    stream_.shutdown();
+    stream_.close();
   }
   resume_.cancel();
   partial_timer_.cancel();
   auth_timer_.cancel();
   replies_.clear();
-  pending_.clear();
+  writer_.discard();
   // Waiters leave their queues and KEEP locks are released on every node.
   if (used_engine_state_)
     context_.engine.client_gone(this);
   // Operations in flight keep this object alive through their sink and deliver into nothing.
-  server_.sessions_.erase(shared_from_this());
+  server_.forget(shared_from_this());
 }
 
 awaitable<void> client_session::read_requests() {
   auto self = shared_from_this();
-  if (tls_) {
-    // Counted in max_connections from accept on; a silent or non-TLS peer is closed here.
-    error_code_t ec;
-    const auto peer = socket_.remote_endpoint(ec);
-    co_await tls_->accept(std::chrono::milliseconds(context_.cfg.tls->handshake_timeout_ms), ec);
-    if (ec) {
-      if (!closed_)
-        context_.log->warn("client {} from {}:{}: TLS handshake failed: {}", id_,
-                           peer.address().to_string(), peer.port(), tls_->describe(ec));
-      close();
-      co_return;
-    }
-    tls_ready_ = true;
-    context_.log->debug("client {}: TLS handshake done ({})", id_, tls_->summary());
-  }
+  if (stream_.tls() != nullptr && !co_await accept_tls())
+    co_return;
   while (!reading_done_ && !closed_) {
-    error_code_t ec;
-    while (backlogged() && !closed_) {
-      resume_.expires_at(clock_type::time_point::max());
-      co_await resume_.async_wait(net::redirect_error(net::use_awaitable, ec));
-    }
+    if (backlogged())
+      co_await wait_while_backlogged();
     if (closed_)
       co_return;
-    const std::size_t n =
-        tls_ ? co_await tls_->read_some(net::buffer(read_buffer_), ec)
-             : co_await socket_.async_read_some(net::buffer(read_buffer_),
-                                                net::redirect_error(net::use_awaitable, ec));
+    error_code_t ec;
+    const std::size_t n = co_await stream_.read_some(net::buffer(read_buffer_), ec);
     if (ec) {
       if (ec == net::error::eof && !used_engine_state_) {
         // Half-closed (`nc -N`, `printf ... | nc -q 1`): answer what came, then close.
@@ -234,11 +110,9 @@ awaitable<void> client_session::read_requests() {
     std::string_view line;
     for (std::size_t handled = 1;; ++handled) {
       if (handled % lines_per_turn == 0) {
-        co_await net::post(socket_.get_executor(), net::use_awaitable);
-        while (backlogged() && !closed_) {
-          resume_.expires_at(clock_type::time_point::max());
-          co_await resume_.async_wait(net::redirect_error(net::use_awaitable, ec));
-        }
+        co_await net::post(stream_.get_executor(), net::use_awaitable);
+        if (backlogged())
+          co_await wait_while_backlogged();
         if (reading_done_ || closed_)
           break;
       }
@@ -260,6 +134,33 @@ awaitable<void> client_session::read_requests() {
     }
     watch_partial_line(completed_line);
     finish_if_done();
+  }
+}
+
+awaitable<bool> client_session::accept_tls() {
+  // Counted in max_connections from accept on; a silent or non-TLS peer is closed here.
+  tls_stream& tls = *stream_.tls();
+  error_code_t ec;
+  const auto peer = stream_.socket().remote_endpoint(ec);
+  co_await tls.accept(std::chrono::milliseconds(context_.cfg.tls->handshake_timeout_ms), ec);
+  if (ec) {
+    if (!closed_)
+      context_.log->warn("client {} from {}:{}: TLS handshake failed: {}", id_,
+                         peer.address().to_string(), peer.port(), tls.describe(ec));
+    close();
+    co_return false;
+  }
+  tls_ready_ = true;
+  context_.log->debug("client {}: TLS handshake done ({})", id_, tls.summary());
+  co_return true;
+}
+
+awaitable<void> client_session::wait_while_backlogged() {
+  // Woken by on_written once the client has read enough; by close() when it ends.
+  while (backlogged() && !closed_) {
+    error_code_t ec;
+    resume_.expires_at(clock_type::time_point::max());
+    co_await resume_.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
 }
 
@@ -290,46 +191,50 @@ void client_session::handle_line(std::string_view line) {
       slot->counted = result_op::extend;
   }
   try {
-    std::visit(
-        [&](const auto& req) {
-          using type = std::decay_t<decltype(req)>;
-          if constexpr (std::is_same_v<type, ping_request>) {
-            deliver(seq, format_pong(req.word));
-          } else if constexpr (std::is_same_v<type, hello_request>) {
-            deliver(seq, context_.hello_line);
-          } else if constexpr (std::is_same_v<type, auth_request>) {
-            handle_auth(seq, req.secret);
-          } else if constexpr (std::is_same_v<type, lock_request>) {
-            if (context_.shutting_down) {
-              deliver(seq, format_error(error_code::shutting_down, "the daemon is stopping"));
-              return;
-            }
-            if (req.wait_ms || req.keep)
-              used_engine_state_ = true;
-            context_.engine.lock(req, shared_from_this(), seq);
-          } else if constexpr (std::is_same_v<type, unlock_request>) {
-            context_.engine.unlock(req, shared_from_this(), seq);
-          } else if constexpr (std::is_same_v<type, extend_request>) {
-            context_.engine.extend(req, shared_from_this(), seq);
-          } else if constexpr (std::is_same_v<type, status_request>) {
-            if (context_.status == nullptr)
-              deliver(seq, format_error(error_code::internal, "STATUS is not available"));
-            else
-              context_.status->query(req, shared_from_this(), seq);
-          } else if constexpr (std::is_same_v<type, info_request>) {
-            deliver(seq, format_info(context_.info_json()));
-          } else if constexpr (std::is_same_v<type, quit_request>) {
-            deliver(seq, format_ok());
-            reading_done_ = true;
-          }
-        },
-        std::get<request>(parsed));
+    dispatch(seq, req_variant);
   } catch (const std::exception& e) {
     context_.log->error("client {}: request failed: {}", id_, e.what());
     if (seq >= first_seq_ && seq - first_seq_ < replies_.size() &&
         !replies_[seq - first_seq_].ready())
       deliver(seq, format_error(error_code::internal, "internal error"));
   }
+}
+
+void client_session::dispatch(std::uint64_t seq, const request& parsed) {
+  std::visit(
+      [&](const auto& req) {
+        using type = std::decay_t<decltype(req)>;
+        if constexpr (std::is_same_v<type, ping_request>) {
+          deliver(seq, format_pong(req.word));
+        } else if constexpr (std::is_same_v<type, hello_request>) {
+          deliver(seq, context_.hello_line);
+        } else if constexpr (std::is_same_v<type, auth_request>) {
+          handle_auth(seq, req.secret);
+        } else if constexpr (std::is_same_v<type, lock_request>) {
+          if (context_.shutting_down) {
+            deliver(seq, format_error(error_code::shutting_down, "the daemon is stopping"));
+            return;
+          }
+          if (req.wait_ms || req.keep)
+            used_engine_state_ = true;
+          context_.engine.lock(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, unlock_request>) {
+          context_.engine.unlock(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, extend_request>) {
+          context_.engine.extend(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, status_request>) {
+          if (context_.status == nullptr)
+            deliver(seq, format_error(error_code::internal, "STATUS is not available"));
+          else
+            context_.status->query(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, info_request>) {
+          deliver(seq, format_info(context_.info_json()));
+        } else if constexpr (std::is_same_v<type, quit_request>) {
+          deliver(seq, format_ok());
+          reading_done_ = true;
+        }
+      },
+      parsed);
 }
 
 client_session::pending_reply* client_session::reply_slot(std::uint64_t seq) {
@@ -370,17 +275,16 @@ void client_session::write_ready_replies() {
       }
       if (head.counted)
         context_.results.add_reply(*head.counted, head.grant->line);
-      pending_.append(head.grant->line);
+      writer_.append(head.grant->line);
     } else {
       if (head.counted)
         context_.results.add_reply(*head.counted, *head.line);
-      pending_.append(*head.line);
+      writer_.append(*head.line);
     }
-    pending_.append(head.pushes);
+    writer_.append(head.pushes);
     replies_.pop_front();
     ++first_seq_;
   }
-  schedule_flush();
 }
 
 void client_session::push(std::string line, std::uint64_t after_seq) {
@@ -392,56 +296,21 @@ void client_session::push(std::string line, std::uint64_t after_seq) {
     slot->pushes.append(line);
     return;
   }
-  pending_.append(line);
-  schedule_flush();
+  writer_.append(line);
 }
 
-void client_session::schedule_flush() {
-  if (flush_posted_ || write_in_progress_ || pending_.empty() || closed_)
-    return;
-  flush_posted_ = true;
-  net::post(socket_.get_executor(), [self = shared_from_this()] {
-    self->flush_posted_ = false;
-    self->write_pending();
-  });
-}
-
-void client_session::write_pending() {
-  if (write_in_progress_ || closed_)
-    return;
-  if (pending_.empty()) {
-    finish_if_done();
-    return;
-  }
-  writing_.swap(pending_);
-  pending_.clear();
-  write_in_progress_ = true;
-  if (tls_) {
-    tls_->async_write(net::buffer(writing_), [self = shared_from_this()](const error_code_t& ec) {
-      self->on_written(ec);
-    });
-    return;
-  }
-  net::async_write(
-      socket_, net::buffer(writing_),
-      [self = shared_from_this()](const error_code_t& ec, std::size_t) { self->on_written(ec); });
-}
-
-void client_session::on_written(const error_code_t& ec) {
-  write_in_progress_ = false;
-  writing_.clear();
+bool client_session::on_written(const error_code_t& ec) {
   if (ec) {
     close();
-    return;
+    return false;
   }
   if (!backlogged())
     resume_.cancel();
-  write_pending();
+  return true;
 }
 
 bool client_session::backlogged() const {
-  return replies_.size() > max_pending_replies ||
-         pending_.size() + writing_.size() > max_pending_bytes;
+  return replies_.size() > max_pending_replies || writer_.unwritten_bytes() > max_pending_bytes;
 }
 
 void client_session::watch_partial_line(bool progressed) {
@@ -524,8 +393,7 @@ void client_session::watch_auth_deadline() {
 
 void client_session::finish_if_done() {
   // After QUIT, a too long line or the client's end of input: close once every reply is out.
-  if (!reading_done_ || closed_ || write_in_progress_ || flush_posted_ || !pending_.empty() ||
-      !replies_.empty())
+  if (!reading_done_ || closed_ || !writer_.idle() || !replies_.empty())
     return;
   close(true);
 }

@@ -1,20 +1,22 @@
-// The client side: accepts connections and runs protocol v1 sessions on them.
+// One client connection speaking protocol v1: reads request lines, dispatches them to the
+// engine, writes the replies in request order, and enforces AUTH and the per-connection limits.
 #pragma once
 
 #include "redlockd/config/auth.hpp"
 #include "redlockd/config/config.hpp"
 #include "redlockd/lock/lock_engine.hpp"
-#include "redlockd/metrics/metrics.hpp"
-#include "redlockd/net/net.hpp"
-#include "redlockd/protocol/protocol.hpp"
 #include "redlockd/lock/status_query.hpp"
+#include "redlockd/metrics/metrics.hpp"
+#include "redlockd/net/batch_writer.hpp"
+#include "redlockd/net/net.hpp"
+#include "redlockd/net/stream.hpp"
+#include "redlockd/protocol/protocol.hpp"
 
 #include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_set>
 
 namespace spdlog {
 class logger;
@@ -22,9 +24,8 @@ class logger;
 
 namespace redlockd {
 
-class client_session;
+class listener;
 class tls_context;
-class tls_stream;
 
 // What sessions share: the engine, limits, and the text of HELLO and INFO.
 struct session_context {
@@ -47,43 +48,14 @@ struct session_context {
   status_reader* status = nullptr;
 };
 
-class client_server {
- public:
-  client_server(net::io_context& io, session_context& context);
-
-  // Binds and listens; throws on failure (address in use, ...).
-  void listen(const endpoint& address);
-  // Every connection accepted from now on speaks TLS (call before start()).
-  void use_tls(std::shared_ptr<tls_context> context) { tls_ = std::move(context); }
-  void start();
-  // Stops accepting new connections.
-  void stop_accepting();
-  // Every session stops reading and closes once its pending replies are written.
-  void drain();
-  // Closes every session at once.
-  void stop();
-
-  std::size_t clients() const { return sessions_.size(); }
-  tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
-
- private:
-  friend class client_session;
-  awaitable<void> accept_loop();
-
-  net::io_context& io_;
-  session_context& context_;
-  tcp::acceptor acceptor_;
-  std::shared_ptr<tls_context> tls_; // null: plaintext
-  std::unordered_set<std::shared_ptr<client_session>> sessions_;
-  std::uint64_t next_session_id_ = 1;
-};
-
 // One client connection. Requests are read in chunks and handled as they come; replies are
 // written in request order, everything ready in one loop turn in one write.
-class client_session : public reply_sink, public std::enable_shared_from_this<client_session> {
+class client_session : public reply_sink,
+                       private batch_writer::owner,
+                       public std::enable_shared_from_this<client_session> {
  public:
   // With `tls`, the session runs a server handshake before it reads any request.
-  client_session(tcp::socket socket, client_server& server, std::uint64_t id,
+  client_session(tcp::socket socket, listener& server, session_context& context, std::uint64_t id,
                  tls_context* tls = nullptr);
   ~client_session() override;
 
@@ -98,21 +70,22 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
 
  private:
   awaitable<void> read_requests();
+  awaitable<bool> accept_tls();
+  awaitable<void> wait_while_backlogged();
   void handle_line(std::string_view line);
+  void dispatch(std::uint64_t seq, const request& req);
   std::uint64_t reserve_reply() { return next_seq_++; }
-  void schedule_flush();
-  void write_pending();
-  void on_written(const error_code_t& ec);
+  bool on_written(const error_code_t& ec) override;
+  void on_drained() override { finish_if_done(); }
   void finish_if_done();
   bool backlogged() const;
   void watch_partial_line(bool progressed);
   void handle_auth(std::uint64_t seq, std::string_view candidate);
   void watch_auth_deadline();
 
-  tcp::socket socket_;
-  std::unique_ptr<tls_stream> tls_; // over socket_; null on a plaintext listener
-  bool tls_ready_ = false;          // the handshake succeeded
-  client_server& server_;
+  stream stream_;
+  bool tls_ready_ = false; // the TLS handshake succeeded
+  listener& server_;
   session_context& context_;
   std::uint64_t id_;
   line_splitter lines_;
@@ -133,10 +106,7 @@ class client_session : public reply_sink, public std::enable_shared_from_this<cl
   std::uint64_t first_seq_ = 0;
   std::uint64_t next_seq_ = 0;
 
-  std::string pending_;
-  std::string writing_;
-  bool write_in_progress_ = false;
-  bool flush_posted_ = false;
+  batch_writer writer_;
   bool reading_done_ = false; // QUIT, LINE_TOO_LONG or end of input: close once all is written
   bool closed_ = false;
   bool used_engine_state_ = false; // sent WAIT or KEEP: the engine must hear of the close
