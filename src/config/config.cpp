@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
-#include <cmath>
 
 namespace redlockd {
 namespace {
@@ -36,10 +34,6 @@ std::uint64_t get_integer(const json& value, std::string_view key, std::uint64_t
   return n;
 }
 
-bool printable_token(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x21 && c <= 0x7e; });
-}
-
 endpoint get_endpoint(const json& value, std::string_view key) {
   const std::string text = get_string(value, key);
   try {
@@ -47,18 +41,6 @@ endpoint get_endpoint(const json& value, std::string_view key) {
   } catch (const config_error& e) {
     fail(key, e.what());
   }
-}
-
-// Quotes user text for a message: one line, printable, bounded, whatever the input holds.
-std::string quote(std::string_view text) {
-  constexpr std::size_t max_quoted = 128;
-  std::string out = "'";
-  for (std::size_t i = 0; i < text.size() && i < max_quoted; ++i)
-    out.push_back(text[i] >= 0x20 && text[i] <= 0x7e ? text[i] : '?');
-  if (text.size() > max_quoted)
-    out.append("...");
-  out.push_back('\'');
-  return out;
 }
 
 // A file path inside a TLS block: a non-empty string.
@@ -84,7 +66,7 @@ listener_tls get_listener_tls(const json& block, std::string_view key) {
     else if (name == "handshake_timeout_ms")
       tls.handshake_timeout_ms = static_cast<std::uint32_t>(get_integer(value, full, 100, 60'000));
     else
-      fail(key, "unknown key " + quote(name));
+      fail(key, "unknown key " + quote_for_message(name));
   }
   if (tls.cert_file.empty())
     fail(std::string(key) + ".cert_file", "is required");
@@ -111,7 +93,7 @@ master_tls get_master_tls(const json& block, std::string_view key) {
           !printable_token(tls.server_name))
         fail(full, "must be a host name or address (1-253 printable bytes, no spaces)");
     } else
-      fail(key, "unknown key " + quote(name));
+      fail(key, "unknown key " + quote_for_message(name));
   }
   // Without a CA the masters' certificates could not be verified: refuse rather than trust all.
   if (tls.ca_file.empty())
@@ -126,43 +108,6 @@ constexpr std::array<std::string_view, 7> log_levels = {"trace", "debug",    "in
                                                         "error", "critical", "off"};
 
 } // namespace
-
-std::string endpoint::to_string() const {
-  if (host.find(':') != std::string::npos)
-    return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
-
-endpoint parse_endpoint(std::string_view text) {
-  const std::string quoted = quote(text);
-  std::string_view host;
-  std::string_view port;
-  if (text.starts_with('[')) {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      throw config_error("expected [address]:port, got " + quoted);
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos)
-      throw config_error("expected host:port, got " + quoted);
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos)
-      throw config_error("IPv6 addresses are written [address]:port, got " + quoted);
-  }
-  // Brackets only frame an IPv6 literal: a host holding one would not print back as it parsed.
-  if (host.empty() || !printable_token(host) || host.find_first_of("[]") != std::string_view::npos)
-    throw config_error("bad host in " + quoted);
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value == 0 ||
-      value > 65535 ||
-      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    throw config_error("bad port in " + quoted);
-  return endpoint{std::string(host), static_cast<std::uint16_t>(value)};
-}
 
 void validate(const config& cfg) {
   if (cfg.nodes.empty())
@@ -292,7 +237,7 @@ config parse_config(std::string_view json_text) {
     } else if (key == "redis_password_file") {
       cfg.redis_password_file = get_string(value, key);
     } else {
-      throw config_error("unknown key " + quote(key));
+      throw config_error("unknown key " + quote_for_message(key));
     }
   }
   validate(cfg);

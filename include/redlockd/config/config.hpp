@@ -1,23 +1,16 @@
 // Daemon configuration: an aggregate with defaults, parsed and validated from JSON. No I/O.
 #pragma once
 
+#include "redlockd/config/config_error.hpp"
+#include "redlockd/config/endpoint.hpp"
+
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace redlockd {
-
-// A "host:port" pair; IPv6 literals are written "[::1]:7400".
-struct endpoint {
-  std::string host;
-  std::uint16_t port = 0;
-
-  std::string to_string() const; // "host:port", brackets for IPv6 literals
-  friend bool operator==(const endpoint&, const endpoint&) = default;
-};
 
 // TLS on the client listener. When set, `listen` speaks TLS only: no plaintext port is left open.
 struct listener_tls {
@@ -120,15 +113,6 @@ struct config {
   std::string client_secret;
   std::string redis_password;
 };
-
-// A config problem; what() names the key, e.g. "node_timeout_ms: must be between 1 and 10000".
-class config_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Parses "host:port" or "[v6]:port". Throws config_error (message without key name).
-endpoint parse_endpoint(std::string_view text);
 
 // Parses a JSON document into a config, starting from the defaults above.
 // Unknown keys, wrong types and out-of-range values throw config_error naming the key.
