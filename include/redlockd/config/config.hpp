@@ -118,7 +118,8 @@ struct config {
 // Unknown keys, wrong types and out-of-range values throw config_error naming the key.
 config parse_config(std::string_view json_text);
 
-// Checks cross-field rules (also run by parse_config); throws config_error.
+// Checks every rule parse_config checks (each key's range, the cross-field rules) on an assembled
+// config, e.g. after command-line overrides; also run by parse_config. Throws config_error.
 void validate(const config& cfg);
 
 } // namespace redlockd

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -393,4 +394,36 @@ TEST_CASE("tls blocks refuse missing files, unknown keys and wrong types by name
         "spaces)");
   CHECK(config_message(R"({"redis_tls": {"ca_file": "ca", "verify": false}})") ==
         "redis_tls: unknown key 'verify'");
+}
+
+TEST_CASE("validate applies the ranges parsing applies, with the same messages", "[config]") {
+  // One table drives both: an assembled config out of range gets the parser's message.
+  struct out_of_range {
+    std::string json_key;
+    std::string value;
+    std::function<void(config&)> assign;
+  };
+  const std::vector<out_of_range> cases{
+      {"max_connections", "0", [](config& c) { c.max_connections = 0; }},
+      {"max_waiters", "10000001", [](config& c) { c.max_waiters = 10'000'001; }},
+      {"client_keepalive_s", "3601", [](config& c) { c.client_keepalive_s = 3601; }},
+      {"startup_timeout_ms", "600001", [](config& c) { c.startup_timeout_ms = 600'001; }},
+      {"auth_timeout_ms", "99", [](config& c) { c.auth_timeout_ms = 99; }},
+      {"lock_delay_ms", "3600001", [](config& c) { c.lock_delay_ms = 3'600'001; }},
+  };
+  for (const out_of_range& c : cases) {
+    CAPTURE(c.json_key);
+    config cfg;
+    c.assign(cfg);
+    const std::string parsed = config_message(doc(c.json_key, c.value));
+    CHECK(starts_with(parsed, c.json_key + ": must be an integer between "));
+    CHECK(validate_message(cfg) == parsed);
+  }
+
+  config cfg;
+  cfg.tls = listener_tls{"s.crt", "s.key", "", 99};
+  CHECK(validate_message(cfg) ==
+        "tls.handshake_timeout_ms: must be an integer between 100 and 60000");
+  cfg.tls->handshake_timeout_ms = 100;
+  CHECK_NOTHROW(validate(cfg));
 }
