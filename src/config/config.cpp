@@ -70,6 +70,11 @@ constexpr integer_key integer_keys[] = {
     {"shutdown_timeout_ms", &config::shutdown_timeout_ms, 0, 600'000},
     {"max_auth_failures", &config::max_auth_failures, 1, 1000},
     {"auth_timeout_ms", &config::auth_timeout_ms, 100, 3'600'000},
+    {"redis_connect_timeout_ms", &config::redis_connect_timeout_ms, 100, 60'000},
+    {"redis_health_interval_ms", &config::redis_health_interval_ms, 10, 10'000},
+    {"redis_backoff_min_ms", &config::redis_backoff_min_ms, 1, 60'000},
+    {"redis_backoff_max_ms", &config::redis_backoff_max_ms, 1, 600'000},
+    {"redis_stall_ms", &config::redis_stall_ms, 0, 3'600'000},
 };
 static_assert(std::all_of(std::begin(integer_keys), std::end(integer_keys),
                           [](const integer_key& key) { return key.fits(); }));
@@ -81,6 +86,7 @@ struct ordered_keys {
 };
 constexpr ordered_keys ordered_pairs[] = {
     {"min_ttl_ms", "max_ttl_ms"},
+    {"redis_backoff_min_ms", "redis_backoff_max_ms"},
 };
 
 // tls.handshake_timeout_ms, inside its block.
@@ -297,6 +303,9 @@ void validate_integers(const config& cfg) {
       fail(high->name,
            "must be between " + std::string(low->name) + " and " + std::to_string(high->max));
   }
+  // Below node_timeout_ms a link would be dropped while a request may still be answered in time.
+  if (cfg.redis_stall_ms != 0 && cfg.redis_stall_ms < cfg.node_timeout_ms)
+    fail("redis_stall_ms", "must be 0 or at least node_timeout_ms");
   if (cfg.tls && (cfg.tls->handshake_timeout_ms < handshake_timeout_min ||
                   cfg.tls->handshake_timeout_ms > handshake_timeout_max))
     fail("tls.handshake_timeout_ms", range_message(handshake_timeout_min, handshake_timeout_max));
@@ -312,6 +321,12 @@ void validate(const config& cfg) {
   if (!(cfg.clock_drift_factor >= 0.0 && cfg.clock_drift_factor <= 0.1))
     fail("clock_drift_factor", "must be a number between 0 and 0.1");
   validate_integers(cfg);
+}
+
+std::uint32_t redis_stall_limit_ms(const config& cfg) {
+  if (cfg.redis_stall_ms != 0)
+    return cfg.redis_stall_ms;
+  return std::max<std::uint32_t>(1000, cfg.node_timeout_ms * 20);
 }
 
 config parse_config(std::string_view json_text) {

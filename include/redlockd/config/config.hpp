@@ -107,12 +107,28 @@ struct config {
   // REDLOCKD_REDIS_PASSWORD; neither: no AUTH.
   std::string redis_username;
   std::string redis_password_file;
+  // The links to the masters, in ms. A connection attempt (TCP, and TLS with redis_tls) that has
+  // not finished after redis_connect_timeout_ms is abandoned. Every redis_health_interval_ms an
+  // idle link sends TIME (health check and clock sample) and a stalled one is looked for.
+  std::uint32_t redis_connect_timeout_ms = 1000;
+  std::uint32_t redis_health_interval_ms = 500;
+  // Reconnect backoff: doubles per failed attempt from redis_backoff_min_ms up to
+  // redis_backoff_max_ms, each wait jittered into [d/2, d].
+  std::uint32_t redis_backoff_min_ms = 50;
+  std::uint32_t redis_backoff_max_ms = 2000;
+  // A link whose oldest request has gone unanswered this long is dropped and reconnected;
+  // 0 means max(1000, 20 x node_timeout_ms).
+  std::uint32_t redis_stall_ms = 0;
 
   // Not configuration keys: the secrets themselves, filled by resolve_secrets() (auth.hpp).
   // Never logged, never shown in INFO or in error messages.
   std::string client_secret;
   std::string redis_password;
 };
+
+// How long a link's oldest request may go unanswered before the link is dropped, in ms:
+// redis_stall_ms, or when that is 0, max(1000, 20 x node_timeout_ms).
+std::uint32_t redis_stall_limit_ms(const config& cfg);
 
 // Parses a JSON document into a config, starting from the defaults above.
 // Unknown keys, wrong types and out-of-range values throw config_error naming the key.
