@@ -4,6 +4,7 @@
 #include "redlockd/config/auth.hpp"
 #include "redlockd/config/config.hpp"
 #include "redlockd/config/logging.hpp"
+#include "redlockd/net/tls.hpp"
 
 #include <spdlog/spdlog.h>
 

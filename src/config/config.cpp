@@ -1,11 +1,15 @@
+// Parsing and validation of the daemon's JSON configuration. One table per kind of key (integer,
+// string, flag) names each key's member and its rule; parse_config and validate both read them,
+// so a range is written once. Keys with structure (listen, nodes, clock_drift_factor,
+// metrics_listen, tls, redis_tls) keep small dedicated code.
 #include "redlockd/config/config.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
-#include <cmath>
+#include <limits>
+#include <variant>
 
 namespace redlockd {
 namespace {
@@ -16,6 +20,136 @@ using json = nlohmann::json;
   throw config_error(std::string(key) + ": " + std::string(what));
 }
 
+std::string range_message(std::uint64_t min, std::uint64_t max) {
+  return "must be an integer between " + std::to_string(min) + " and " + std::to_string(max);
+}
+
+// An integer key: the member it sets and the range both parsing and validate() enforce.
+struct integer_key {
+  std::string_view name;
+  std::variant<std::uint32_t config::*, std::uint64_t config::*> member;
+  std::uint64_t min;
+  std::uint64_t max;
+
+  std::uint64_t get(const config& cfg) const {
+    return std::visit([&](auto field) -> std::uint64_t { return cfg.*field; }, member);
+  }
+  void set(config& cfg, std::uint64_t value) const {
+    std::visit(
+        [&](auto field) {
+          cfg.*field = static_cast<std::remove_reference_t<decltype(cfg.*field)>>(value);
+        },
+        member);
+  }
+  void check(const config& cfg) const {
+    const std::uint64_t value = get(cfg);
+    if (value < min || value > max)
+      fail(name, range_message(min, max));
+  }
+  // The range fits the member's type (checked at compile time below).
+  constexpr bool fits() const {
+    const bool narrow = std::holds_alternative<std::uint32_t config::*>(member);
+    return min <= max && (!narrow || max <= std::numeric_limits<std::uint32_t>::max());
+  }
+};
+
+constexpr integer_key integer_keys[] = {
+    {"node_timeout_ms", &config::node_timeout_ms, 1, 10'000},
+    {"min_ttl_ms", &config::min_ttl_ms, 1, 86'400'000},
+    {"max_ttl_ms", &config::max_ttl_ms, 1, 86'400'000},
+    {"max_line_bytes", &config::max_line_bytes, 64, 1'048'576},
+    {"lock_delay_ms", &config::lock_delay_ms, 0, 3'600'000},
+    {"max_connections", &config::max_connections, 1, 1'000'000},
+    {"max_keep_locks_per_connection", &config::max_keep_locks_per_connection, 0, 1'000'000},
+    {"max_waiters_per_resource", &config::max_waiters_per_resource, 0, 1'000'000},
+    {"max_waiters", &config::max_waiters, 0, 10'000'000},
+    {"partial_line_timeout_ms", &config::partial_line_timeout_ms, 100, 3'600'000},
+    {"client_keepalive_s", &config::client_keepalive_s, 0, 3600},
+    {"clock_jump_ms", &config::clock_jump_ms, 10, 3'600'000},
+    {"startup_timeout_ms", &config::startup_timeout_ms, 0, 600'000},
+    {"shutdown_timeout_ms", &config::shutdown_timeout_ms, 0, 600'000},
+    {"max_auth_failures", &config::max_auth_failures, 1, 1000},
+    {"auth_timeout_ms", &config::auth_timeout_ms, 100, 3'600'000},
+    {"redis_connect_timeout_ms", &config::redis_connect_timeout_ms, 100, 60'000},
+    {"redis_health_interval_ms", &config::redis_health_interval_ms, 10, 10'000},
+    {"redis_backoff_min_ms", &config::redis_backoff_min_ms, 1, 60'000},
+    {"redis_backoff_max_ms", &config::redis_backoff_max_ms, 1, 600'000},
+    {"redis_stall_ms", &config::redis_stall_ms, 0, 3'600'000},
+};
+static_assert(std::all_of(std::begin(integer_keys), std::end(integer_keys),
+                          [](const integer_key& key) { return key.fits(); }));
+
+// Pairs of integer keys where the second may not be below the first.
+struct ordered_keys {
+  std::string_view low;
+  std::string_view high;
+};
+constexpr ordered_keys ordered_pairs[] = {
+    {"min_ttl_ms", "max_ttl_ms"},
+    {"redis_backoff_min_ms", "redis_backoff_max_ms"},
+};
+
+// tls.handshake_timeout_ms, inside its block.
+constexpr std::uint64_t handshake_timeout_min = 100;
+constexpr std::uint64_t handshake_timeout_max = 60'000;
+
+void check_token(std::string_view key, const std::string& value) {
+  if (value.size() > 256 || !printable_token(value))
+    fail(key, "must be at most 256 printable ASCII bytes without spaces");
+}
+
+void check_fence_key(std::string_view key, const std::string& value) {
+  if (value.empty() || value.size() > 256 || !printable_token(value))
+    fail(key, "must be 1-256 printable ASCII bytes without spaces");
+}
+
+void check_log_format(std::string_view key, const std::string& value) {
+  if (value != "text" && value != "json")
+    fail(key, "must be \"text\" or \"json\"");
+}
+
+void check_log_level(std::string_view key, const std::string& value) {
+  constexpr std::array<std::string_view, 7> levels = {"trace", "debug",    "info", "warn",
+                                                      "error", "critical", "off"};
+  if (std::find(levels.begin(), levels.end(), value) == levels.end())
+    fail(key, "must be one of trace, debug, info, warn, error, critical, off");
+}
+
+// A string key: the member it sets and the rule validate() applies (none for file paths).
+struct string_key {
+  std::string_view name;
+  std::string config::*member;
+  void (*check)(std::string_view key, const std::string& value);
+};
+
+constexpr string_key string_keys[] = {
+    {"key_prefix", &config::key_prefix, check_token},
+    {"fence_key", &config::fence_key, check_fence_key},
+    {"log_format", &config::log_format, check_log_format},
+    {"log_file", &config::log_file, nullptr},
+    {"log_level", &config::log_level, check_log_level},
+    {"client_secret_file", &config::client_secret_file, nullptr},
+    {"redis_username", &config::redis_username, check_token},
+    {"redis_password_file", &config::redis_password_file, nullptr},
+};
+
+struct flag_key {
+  std::string_view name;
+  bool config::*member;
+};
+
+constexpr flag_key flag_keys[] = {
+    {"unsafe_disable_quarantine", &config::unsafe_disable_quarantine},
+    {"refuse_unsafe_nodes", &config::refuse_unsafe_nodes},
+};
+
+template <typename Key, std::size_t N>
+const Key* find_key(const Key (&table)[N], std::string_view name) {
+  const auto* found = std::find_if(std::begin(table), std::end(table),
+                                   [&](const Key& key) { return key.name == name; });
+  return found == std::end(table) ? nullptr : found;
+}
+
 std::string get_string(const json& value, std::string_view key) {
   if (!value.is_string())
     fail(key, "must be a string");
@@ -24,20 +158,14 @@ std::string get_string(const json& value, std::string_view key) {
 
 std::uint64_t get_integer(const json& value, std::string_view key, std::uint64_t min,
                           std::uint64_t max) {
-  const std::string range =
-      "must be an integer between " + std::to_string(min) + " and " + std::to_string(max);
   if (!value.is_number_integer() && !value.is_number_unsigned())
-    fail(key, range);
+    fail(key, range_message(min, max));
   if (value.is_number_integer() && !value.is_number_unsigned() && value.get<std::int64_t>() < 0)
-    fail(key, range);
+    fail(key, range_message(min, max));
   const auto n = value.get<std::uint64_t>();
   if (n < min || n > max)
-    fail(key, range);
+    fail(key, range_message(min, max));
   return n;
-}
-
-bool printable_token(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x21 && c <= 0x7e; });
 }
 
 endpoint get_endpoint(const json& value, std::string_view key) {
@@ -47,18 +175,6 @@ endpoint get_endpoint(const json& value, std::string_view key) {
   } catch (const config_error& e) {
     fail(key, e.what());
   }
-}
-
-// Quotes user text for a message: one line, printable, bounded, whatever the input holds.
-std::string quote(std::string_view text) {
-  constexpr std::size_t max_quoted = 128;
-  std::string out = "'";
-  for (std::size_t i = 0; i < text.size() && i < max_quoted; ++i)
-    out.push_back(text[i] >= 0x20 && text[i] <= 0x7e ? text[i] : '?');
-  if (text.size() > max_quoted)
-    out.append("...");
-  out.push_back('\'');
-  return out;
 }
 
 // A file path inside a TLS block: a non-empty string.
@@ -82,9 +198,10 @@ listener_tls get_listener_tls(const json& block, std::string_view key) {
     else if (name == "client_ca_file")
       tls.client_ca_file = get_path(value, full);
     else if (name == "handshake_timeout_ms")
-      tls.handshake_timeout_ms = static_cast<std::uint32_t>(get_integer(value, full, 100, 60'000));
+      tls.handshake_timeout_ms = static_cast<std::uint32_t>(
+          get_integer(value, full, handshake_timeout_min, handshake_timeout_max));
     else
-      fail(key, "unknown key " + quote(name));
+      fail(key, "unknown key " + quote_for_message(name));
   }
   if (tls.cert_file.empty())
     fail(std::string(key) + ".cert_file", "is required");
@@ -111,7 +228,7 @@ master_tls get_master_tls(const json& block, std::string_view key) {
           !printable_token(tls.server_name))
         fail(full, "must be a host name or address (1-253 printable bytes, no spaces)");
     } else
-      fail(key, "unknown key " + quote(name));
+      fail(key, "unknown key " + quote_for_message(name));
   }
   // Without a CA the masters' certificates could not be verified: refuse rather than trust all.
   if (tls.ca_file.empty())
@@ -122,49 +239,50 @@ master_tls get_master_tls(const json& block, std::string_view key) {
   return tls;
 }
 
-constexpr std::array<std::string_view, 7> log_levels = {"trace", "debug",    "info", "warn",
-                                                        "error", "critical", "off"};
-
-} // namespace
-
-std::string endpoint::to_string() const {
-  if (host.find(':') != std::string::npos)
-    return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
-
-endpoint parse_endpoint(std::string_view text) {
-  const std::string quoted = quote(text);
-  std::string_view host;
-  std::string_view port;
-  if (text.starts_with('[')) {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      throw config_error("expected [address]:port, got " + quoted);
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
+// The keys no table describes; false when `key` is none of them either.
+bool read_structured_key(config& cfg, const std::string& key, const json& value) {
+  if (key == "listen") {
+    cfg.listen = get_endpoint(value, key);
+  } else if (key == "nodes") {
+    if (!value.is_array() || value.empty())
+      fail(key, "must be a non-empty array of \"host:port\" strings");
+    cfg.nodes.clear();
+    for (std::size_t i = 0; i < value.size(); ++i)
+      cfg.nodes.push_back(get_endpoint(value[i], "nodes[" + std::to_string(i) + "]"));
+  } else if (key == "clock_drift_factor") {
+    if (!value.is_number())
+      fail(key, "must be a number between 0 and 0.1");
+    cfg.clock_drift_factor = value.get<double>();
+  } else if (key == "metrics_listen") {
+    const std::string text = get_string(value, key);
+    if (!text.empty())
+      get_endpoint(value, key); // validated here, parsed when the listener starts
+    cfg.metrics_listen = text;
+  } else if (key == "tls") {
+    cfg.tls = get_listener_tls(value, key);
+  } else if (key == "redis_tls") {
+    cfg.redis_tls = get_master_tls(value, key);
   } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos)
-      throw config_error("expected host:port, got " + quoted);
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos)
-      throw config_error("IPv6 addresses are written [address]:port, got " + quoted);
+    return false;
   }
-  // Brackets only frame an IPv6 literal: a host holding one would not print back as it parsed.
-  if (host.empty() || !printable_token(host) || host.find_first_of("[]") != std::string_view::npos)
-    throw config_error("bad host in " + quoted);
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value == 0 ||
-      value > 65535 ||
-      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    throw config_error("bad port in " + quoted);
-  return endpoint{std::string(host), static_cast<std::uint16_t>(value)};
+  return true;
 }
 
-void validate(const config& cfg) {
+void read_key(config& cfg, const std::string& key, const json& value) {
+  if (const integer_key* integer = find_key(integer_keys, key)) {
+    integer->set(cfg, get_integer(value, key, integer->min, integer->max));
+  } else if (const string_key* text = find_key(string_keys, key)) {
+    cfg.*text->member = get_string(value, key);
+  } else if (const flag_key* flag = find_key(flag_keys, key)) {
+    if (!value.is_boolean())
+      fail(key, "must be true or false");
+    cfg.*flag->member = value.get<bool>();
+  } else if (!read_structured_key(cfg, key, value)) {
+    throw config_error("unknown key " + quote_for_message(key));
+  }
+}
+
+void validate_nodes(const config& cfg) {
   if (cfg.nodes.empty())
     fail("nodes", "at least one node is needed");
   if (cfg.nodes.size() > max_nodes)
@@ -173,32 +291,42 @@ void validate(const config& cfg) {
     for (std::size_t j = 0; j < i; ++j)
       if (cfg.nodes[i] == cfg.nodes[j])
         fail("nodes[" + std::to_string(i) + "]", "duplicate of " + cfg.nodes[j].to_string());
-  if (cfg.key_prefix.size() > 256 || !printable_token(cfg.key_prefix))
-    fail("key_prefix", "must be at most 256 printable ASCII bytes without spaces");
-  if (cfg.fence_key.empty() || cfg.fence_key.size() > 256 || !printable_token(cfg.fence_key))
-    fail("fence_key", "must be 1-256 printable ASCII bytes without spaces");
+}
+
+void validate_integers(const config& cfg) {
+  for (const integer_key& key : integer_keys)
+    key.check(cfg);
+  for (const ordered_keys& pair : ordered_pairs) {
+    const integer_key* low = find_key(integer_keys, pair.low);
+    const integer_key* high = find_key(integer_keys, pair.high);
+    if (high->get(cfg) < low->get(cfg))
+      fail(high->name,
+           "must be between " + std::string(low->name) + " and " + std::to_string(high->max));
+  }
+  // Below node_timeout_ms a link would be dropped while a request may still be answered in time.
+  if (cfg.redis_stall_ms != 0 && cfg.redis_stall_ms < cfg.node_timeout_ms)
+    fail("redis_stall_ms", "must be 0 or at least node_timeout_ms");
+  if (cfg.tls && (cfg.tls->handshake_timeout_ms < handshake_timeout_min ||
+                  cfg.tls->handshake_timeout_ms > handshake_timeout_max))
+    fail("tls.handshake_timeout_ms", range_message(handshake_timeout_min, handshake_timeout_max));
+}
+
+} // namespace
+
+void validate(const config& cfg) {
+  validate_nodes(cfg);
+  for (const string_key& key : string_keys)
+    if (key.check != nullptr)
+      key.check(key.name, cfg.*key.member);
   if (!(cfg.clock_drift_factor >= 0.0 && cfg.clock_drift_factor <= 0.1))
     fail("clock_drift_factor", "must be a number between 0 and 0.1");
-  if (cfg.node_timeout_ms < 1 || cfg.node_timeout_ms > 10000)
-    fail("node_timeout_ms", "must be an integer between 1 and 10000");
-  if (cfg.min_ttl_ms < 1)
-    fail("min_ttl_ms", "must be at least 1");
-  if (cfg.max_ttl_ms < cfg.min_ttl_ms || cfg.max_ttl_ms > 86'400'000)
-    fail("max_ttl_ms", "must be between min_ttl_ms and 86400000");
-  if (cfg.max_line_bytes < 64 || cfg.max_line_bytes > 1'048'576)
-    fail("max_line_bytes", "must be an integer between 64 and 1048576");
-  if (cfg.lock_delay_ms > 3'600'000)
-    fail("lock_delay_ms", "must be an integer between 0 and 3600000");
-  if (cfg.log_format != "text" && cfg.log_format != "json")
-    fail("log_format", "must be \"text\" or \"json\"");
-  if (cfg.redis_username.size() > 256 || !printable_token(cfg.redis_username))
-    fail("redis_username", "must be at most 256 printable ASCII bytes without spaces");
-  if (cfg.max_auth_failures < 1 || cfg.max_auth_failures > 1000)
-    fail("max_auth_failures", "must be an integer between 1 and 1000");
-  if (cfg.auth_timeout_ms < 100 || cfg.auth_timeout_ms > 3'600'000)
-    fail("auth_timeout_ms", "must be an integer between 100 and 3600000");
-  if (std::find(log_levels.begin(), log_levels.end(), cfg.log_level) == log_levels.end())
-    fail("log_level", "must be one of trace, debug, info, warn, error, critical, off");
+  validate_integers(cfg);
+}
+
+std::uint32_t redis_stall_limit_ms(const config& cfg) {
+  if (cfg.redis_stall_ms != 0)
+    return cfg.redis_stall_ms;
+  return std::max<std::uint32_t>(1000, cfg.node_timeout_ms * 20);
 }
 
 config parse_config(std::string_view json_text) {
@@ -213,88 +341,8 @@ config parse_config(std::string_view json_text) {
     throw config_error("the configuration must be a JSON object");
 
   config cfg;
-  for (const auto& [key, value] : doc.items()) {
-    if (key == "listen") {
-      cfg.listen = get_endpoint(value, key);
-    } else if (key == "nodes") {
-      if (!value.is_array() || value.empty())
-        fail(key, "must be a non-empty array of \"host:port\" strings");
-      cfg.nodes.clear();
-      for (std::size_t i = 0; i < value.size(); ++i)
-        cfg.nodes.push_back(get_endpoint(value[i], "nodes[" + std::to_string(i) + "]"));
-    } else if (key == "key_prefix") {
-      cfg.key_prefix = get_string(value, key);
-    } else if (key == "fence_key") {
-      cfg.fence_key = get_string(value, key);
-    } else if (key == "clock_drift_factor") {
-      if (!value.is_number())
-        fail(key, "must be a number between 0 and 0.1");
-      cfg.clock_drift_factor = value.get<double>();
-    } else if (key == "node_timeout_ms") {
-      cfg.node_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 1, 10000));
-    } else if (key == "min_ttl_ms") {
-      cfg.min_ttl_ms = get_integer(value, key, 1, 86'400'000);
-    } else if (key == "max_ttl_ms") {
-      cfg.max_ttl_ms = get_integer(value, key, 1, 86'400'000);
-    } else if (key == "max_line_bytes") {
-      cfg.max_line_bytes = static_cast<std::uint32_t>(get_integer(value, key, 64, 1'048'576));
-    } else if (key == "lock_delay_ms") {
-      cfg.lock_delay_ms = get_integer(value, key, 0, 3'600'000);
-    } else if (key == "max_connections") {
-      cfg.max_connections = static_cast<std::uint32_t>(get_integer(value, key, 1, 1'000'000));
-    } else if (key == "max_keep_locks_per_connection") {
-      cfg.max_keep_locks_per_connection =
-          static_cast<std::uint32_t>(get_integer(value, key, 0, 1'000'000));
-    } else if (key == "max_waiters_per_resource") {
-      cfg.max_waiters_per_resource =
-          static_cast<std::uint32_t>(get_integer(value, key, 0, 1'000'000));
-    } else if (key == "max_waiters") {
-      cfg.max_waiters = static_cast<std::uint32_t>(get_integer(value, key, 0, 10'000'000));
-    } else if (key == "partial_line_timeout_ms") {
-      cfg.partial_line_timeout_ms =
-          static_cast<std::uint32_t>(get_integer(value, key, 100, 3'600'000));
-    } else if (key == "client_keepalive_s") {
-      cfg.client_keepalive_s = static_cast<std::uint32_t>(get_integer(value, key, 0, 3600));
-    } else if (key == "clock_jump_ms") {
-      cfg.clock_jump_ms = static_cast<std::uint32_t>(get_integer(value, key, 10, 3'600'000));
-    } else if (key == "unsafe_disable_quarantine" || key == "refuse_unsafe_nodes") {
-      if (!value.is_boolean())
-        fail(key, "must be true or false");
-      (key == "refuse_unsafe_nodes" ? cfg.refuse_unsafe_nodes : cfg.unsafe_disable_quarantine) =
-          value.get<bool>();
-    } else if (key == "tls") {
-      cfg.tls = get_listener_tls(value, key);
-    } else if (key == "redis_tls") {
-      cfg.redis_tls = get_master_tls(value, key);
-    } else if (key == "metrics_listen") {
-      const std::string text = get_string(value, key);
-      if (!text.empty())
-        get_endpoint(value, key); // validated here, parsed when the listener starts
-      cfg.metrics_listen = text;
-    } else if (key == "startup_timeout_ms") {
-      cfg.startup_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 0, 600'000));
-    } else if (key == "shutdown_timeout_ms") {
-      cfg.shutdown_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 0, 600'000));
-    } else if (key == "log_format") {
-      cfg.log_format = get_string(value, key);
-    } else if (key == "log_file") {
-      cfg.log_file = get_string(value, key);
-    } else if (key == "log_level") {
-      cfg.log_level = get_string(value, key);
-    } else if (key == "client_secret_file") {
-      cfg.client_secret_file = get_string(value, key);
-    } else if (key == "max_auth_failures") {
-      cfg.max_auth_failures = static_cast<std::uint32_t>(get_integer(value, key, 1, 1000));
-    } else if (key == "auth_timeout_ms") {
-      cfg.auth_timeout_ms = static_cast<std::uint32_t>(get_integer(value, key, 100, 3'600'000));
-    } else if (key == "redis_username") {
-      cfg.redis_username = get_string(value, key);
-    } else if (key == "redis_password_file") {
-      cfg.redis_password_file = get_string(value, key);
-    } else {
-      throw config_error("unknown key " + quote(key));
-    }
-  }
+  for (const auto& [key, value] : doc.items())
+    read_key(cfg, key, value);
   validate(cfg);
   return cfg;
 }

@@ -1,7 +1,5 @@
 #include "redlockd/net/tls.hpp"
 
-#include "redlockd/app/daemon.hpp"
-
 #include <boost/asio/ssl.hpp>
 
 #include <openssl/ssl.h>

@@ -12,17 +12,12 @@
 namespace redlockd {
 namespace {
 
-constexpr auto connect_timeout = std::chrono::milliseconds(1000);
-constexpr auto health_interval = std::chrono::milliseconds(500);
-constexpr auto backoff_first = std::chrono::milliseconds(50);
-constexpr auto backoff_cap = std::chrono::milliseconds(2000);
 constexpr std::size_t read_chunk = 64 * 1024;
 
 // A connection whose oldest request has gone unanswered this long is dead (a stopped or
 // blackholed master): drop it and reconnect rather than wait for TCP to notice.
 std::chrono::milliseconds stall_limit(const config& cfg) {
-  return std::max(std::chrono::milliseconds(1000),
-                  std::chrono::milliseconds(cfg.node_timeout_ms) * 20);
+  return std::chrono::milliseconds(redis_stall_limit_ms(cfg));
 }
 
 } // namespace
@@ -84,9 +79,11 @@ void redis_link::drop_connection(std::string_view why) {
 
 std::chrono::milliseconds redis_link::next_backoff() {
   // Exponential, capped, and jittered into [d/2, d] so that daemons do not reconnect in step.
-  const unsigned shift = std::min(failures_, 6u);
-  const auto ceiling =
-      std::min<std::chrono::milliseconds>(backoff_first * (1u << shift), backoff_cap);
+  // 2^20 takes the smallest redis_backoff_min_ms past the largest redis_backoff_max_ms.
+  const unsigned shift = std::min(failures_, 20u);
+  const auto ceiling = std::min<std::chrono::milliseconds>(
+      std::chrono::milliseconds(cfg_.redis_backoff_min_ms) * (1u << shift),
+      std::chrono::milliseconds(cfg_.redis_backoff_max_ms));
   std::uniform_int_distribution<long> pick(ceiling.count() / 2, ceiling.count());
   return std::chrono::milliseconds(pick(jitter_));
 }
@@ -101,7 +98,7 @@ awaitable<void> redis_link::run() {
     std::string why; // for the log, when this attempt fails
     if (!ec) {
       // A master that accepts nothing must not hold us past the connect timeout.
-      connect_timer_.expires_after(connect_timeout);
+      connect_timer_.expires_after(std::chrono::milliseconds(cfg_.redis_connect_timeout_ms));
       connect_timer_.async_wait([this](const error_code_t& timer_ec) {
         if (!timer_ec)
           stream_.close();
@@ -277,7 +274,7 @@ void redis_link::mark_up() {
 
 awaitable<void> redis_link::check_health() {
   while (!stopping_) {
-    health_timer_.expires_after(health_interval);
+    health_timer_.expires_after(std::chrono::milliseconds(cfg_.redis_health_interval_ms));
     error_code_t ec;
     co_await health_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
     if (stopping_)

@@ -12,10 +12,6 @@ class logger;
 
 namespace redlockd {
 
-// Loads the certificates and keys of the `tls` and `redis_tls` blocks, as the daemon will at
-// start; throws std::runtime_error naming the key and the file (for --check-config).
-void check_tls_files(const config& cfg);
-
 class daemon {
  public:
   // `reload` reads the configuration again on SIGHUP (its log settings are applied).

@@ -1,23 +1,16 @@
 // Daemon configuration: an aggregate with defaults, parsed and validated from JSON. No I/O.
 #pragma once
 
+#include "redlockd/config/config_error.hpp"
+#include "redlockd/config/endpoint.hpp"
+
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace redlockd {
-
-// A "host:port" pair; IPv6 literals are written "[::1]:7400".
-struct endpoint {
-  std::string host;
-  std::uint16_t port = 0;
-
-  std::string to_string() const; // "host:port", brackets for IPv6 literals
-  friend bool operator==(const endpoint&, const endpoint&) = default;
-};
 
 // TLS on the client listener. When set, `listen` speaks TLS only: no plaintext port is left open.
 struct listener_tls {
@@ -114,6 +107,18 @@ struct config {
   // REDLOCKD_REDIS_PASSWORD; neither: no AUTH.
   std::string redis_username;
   std::string redis_password_file;
+  // The links to the masters, in ms. A connection attempt (TCP, and TLS with redis_tls) that has
+  // not finished after redis_connect_timeout_ms is abandoned. Every redis_health_interval_ms an
+  // idle link sends TIME (health check and clock sample) and a stalled one is looked for.
+  std::uint32_t redis_connect_timeout_ms = 1000;
+  std::uint32_t redis_health_interval_ms = 500;
+  // Reconnect backoff: doubles per failed attempt from redis_backoff_min_ms up to
+  // redis_backoff_max_ms, each wait jittered into [d/2, d].
+  std::uint32_t redis_backoff_min_ms = 50;
+  std::uint32_t redis_backoff_max_ms = 2000;
+  // A link whose oldest request has gone unanswered this long is dropped and reconnected;
+  // 0 means max(1000, 20 x node_timeout_ms).
+  std::uint32_t redis_stall_ms = 0;
 
   // Not configuration keys: the secrets themselves, filled by resolve_secrets() (auth.hpp).
   // Never logged, never shown in INFO or in error messages.
@@ -121,20 +126,16 @@ struct config {
   std::string redis_password;
 };
 
-// A config problem; what() names the key, e.g. "node_timeout_ms: must be between 1 and 10000".
-class config_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// Parses "host:port" or "[v6]:port". Throws config_error (message without key name).
-endpoint parse_endpoint(std::string_view text);
+// How long a link's oldest request may go unanswered before the link is dropped, in ms:
+// redis_stall_ms, or when that is 0, max(1000, 20 x node_timeout_ms).
+std::uint32_t redis_stall_limit_ms(const config& cfg);
 
 // Parses a JSON document into a config, starting from the defaults above.
 // Unknown keys, wrong types and out-of-range values throw config_error naming the key.
 config parse_config(std::string_view json_text);
 
-// Checks cross-field rules (also run by parse_config); throws config_error.
+// Checks every rule parse_config checks (each key's range, the cross-field rules) on an assembled
+// config, e.g. after command-line overrides; also run by parse_config. Throws config_error.
 void validate(const config& cfg);
 
 } // namespace redlockd

@@ -1,4 +1,4 @@
-// Fencing tokens as a replicated max-register (design-notes.md). No I/O.
+// Fencing tokens as a replicated max-register (proto/PROTOCOL.md, "Fencing tokens"). No I/O.
 //
 // Every node keeps a never-expiring counter. An acquisition proposes T inside the script that
 // sets the lock; a granting node stores max(counter, T) and returns its previous counter. If every

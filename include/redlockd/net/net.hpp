@@ -7,7 +7,7 @@
 #include <utility>
 // clang-format on
 
-#include "redlockd/config/config.hpp"
+#include "redlockd/config/endpoint.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -13,6 +13,10 @@
 
 namespace redlockd {
 
+// Loads the certificates and keys of the `tls` and `redis_tls` blocks, as the daemon will at
+// start; throws std::runtime_error naming the key and the file (for --check-config).
+void check_tls_files(const config& cfg);
+
 // Certificates, keys and verification settings, loaded once and shared by every connection of
 // one side.
 class tls_context {

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,16 +18,6 @@ std::string config_message(std::string_view text) {
     return e.what();
   }
   FAIL("accepted: " << text);
-  return {};
-}
-
-std::string endpoint_message(std::string_view text) {
-  try {
-    parse_endpoint(text);
-  } catch (const config_error& e) {
-    return e.what();
-  }
-  FAIL("accepted endpoint: " << text);
   return {};
 }
 
@@ -298,34 +289,6 @@ TEST_CASE("log_level is one of the spdlog levels", "[config]") {
         "log_level: must be one of trace, debug, info, warn, error, critical, off");
 }
 
-TEST_CASE("parse_endpoint reads host:port and [v6]:port", "[config]") {
-  CHECK(parse_endpoint("127.0.0.1:7001") == endpoint{"127.0.0.1", 7001});
-  CHECK(parse_endpoint("redis-1.internal:6379") == endpoint{"redis-1.internal", 6379});
-  CHECK(parse_endpoint("h:1") == endpoint{"h", 1});
-  CHECK(parse_endpoint("h:65535") == endpoint{"h", 65535});
-  CHECK(parse_endpoint("[::1]:7400") == endpoint{"::1", 7400});
-  CHECK(parse_endpoint("[fe80::1%eth0]:7400") == endpoint{"fe80::1%eth0", 7400});
-
-  CHECK(endpoint_message("127.0.0.1:99999") == "bad port in '127.0.0.1:99999'");
-  CHECK(endpoint_message("h:0") == "bad port in 'h:0'");
-  CHECK(endpoint_message("h:65536") == "bad port in 'h:65536'");
-  for (const std::string& bad : std::vector<std::string>{
-           "", "h", "h:", ":7001", "h:+1", "h:-1", "h:1x", "h: 1", "a b:1", "::1:7001", "[::1]",
-           "[::1]7400", "[::1:7400", "[]:7400", "h:99999999999999999999"}) {
-    CAPTURE(bad);
-    CHECK_THROWS_AS(parse_endpoint(bad), config_error);
-  }
-}
-
-TEST_CASE("endpoint::to_string brackets IPv6 literals", "[config]") {
-  CHECK(endpoint{"127.0.0.1", 7001}.to_string() == "127.0.0.1:7001");
-  CHECK(endpoint{"redis", 6379}.to_string() == "redis:6379");
-  CHECK(endpoint{"::1", 7400}.to_string() == "[::1]:7400");
-  for (const std::string& text :
-       std::vector<std::string>{"127.0.0.1:7001", "[::1]:7400", "[2001:db8::2]:1"})
-    CHECK(parse_endpoint(text).to_string() == text);
-}
-
 TEST_CASE("validate checks the cross-field rules of an assembled config", "[config]") {
   config cfg;
   CHECK_NOTHROW(validate(cfg));
@@ -431,4 +394,121 @@ TEST_CASE("tls blocks refuse missing files, unknown keys and wrong types by name
         "spaces)");
   CHECK(config_message(R"({"redis_tls": {"ca_file": "ca", "verify": false}})") ==
         "redis_tls: unknown key 'verify'");
+}
+
+TEST_CASE("the link timings default to the values the links always used", "[config]") {
+  const config cfg = parse_config("{}");
+  CHECK(cfg.redis_connect_timeout_ms == 1000);
+  CHECK(cfg.redis_health_interval_ms == 500);
+  CHECK(cfg.redis_backoff_min_ms == 50);
+  CHECK(cfg.redis_backoff_max_ms == 2000);
+  CHECK(cfg.redis_stall_ms == 0);
+  // 0: twenty node timeouts, at least one second.
+  CHECK(redis_stall_limit_ms(cfg) == 1000);
+  CHECK(redis_stall_limit_ms(parse_config(doc("node_timeout_ms", "51"))) == 1020);
+  CHECK(redis_stall_limit_ms(parse_config(doc("node_timeout_ms", "10000"))) == 200'000);
+  CHECK(redis_stall_limit_ms(parse_config(doc("redis_stall_ms", "300"))) == 300);
+}
+
+TEST_CASE("the link timings are read and range-checked", "[config]") {
+  const config cfg = parse_config(R"({"redis_connect_timeout_ms": 250,
+    "redis_health_interval_ms": 100, "redis_backoff_min_ms": 10, "redis_backoff_max_ms": 30000,
+    "redis_stall_ms": 5000})");
+  CHECK(cfg.redis_connect_timeout_ms == 250);
+  CHECK(cfg.redis_health_interval_ms == 100);
+  CHECK(cfg.redis_backoff_min_ms == 10);
+  CHECK(cfg.redis_backoff_max_ms == 30000);
+  CHECK(cfg.redis_stall_ms == 5000);
+
+  struct range {
+    std::string key;
+    std::uint64_t min;
+    std::uint64_t max;
+  };
+  for (const range& r : std::vector<range>{{"redis_connect_timeout_ms", 100, 60'000},
+                                           {"redis_health_interval_ms", 10, 10'000},
+                                           {"redis_backoff_min_ms", 1, 2000},
+                                           {"redis_backoff_max_ms", 50, 600'000},
+                                           {"redis_stall_ms", 0, 3'600'000}}) {
+    CAPTURE(r.key);
+    CHECK_NOTHROW(parse_config(doc(r.key, std::to_string(r.min))));
+    CHECK_NOTHROW(parse_config(doc(r.key, std::to_string(r.max))));
+    for (const std::string& bad : std::vector<std::string>{"-1", "1.5", "\"100\"", "true"})
+      CHECK(starts_with(config_message(doc(r.key, bad)), r.key + ": must be an integer between "));
+  }
+  CHECK(config_message(doc("redis_connect_timeout_ms", "99")) ==
+        "redis_connect_timeout_ms: must be an integer between 100 and 60000");
+  CHECK(config_message(doc("redis_connect_timeout_ms", "60001")) ==
+        "redis_connect_timeout_ms: must be an integer between 100 and 60000");
+  CHECK(config_message(doc("redis_health_interval_ms", "9")) ==
+        "redis_health_interval_ms: must be an integer between 10 and 10000");
+  CHECK(config_message(doc("redis_health_interval_ms", "10001")) ==
+        "redis_health_interval_ms: must be an integer between 10 and 10000");
+  CHECK(config_message(doc("redis_backoff_min_ms", "0")) ==
+        "redis_backoff_min_ms: must be an integer between 1 and 60000");
+  CHECK(config_message(doc("redis_backoff_max_ms", "600001")) ==
+        "redis_backoff_max_ms: must be an integer between 1 and 600000");
+  CHECK(config_message(doc("redis_stall_ms", "3600001")) ==
+        "redis_stall_ms: must be an integer between 0 and 3600000");
+}
+
+TEST_CASE("redis_backoff_max_ms may not be below redis_backoff_min_ms", "[config]") {
+  const config equal =
+      parse_config(R"({"redis_backoff_min_ms": 700, "redis_backoff_max_ms": 700})");
+  CHECK(equal.redis_backoff_min_ms == 700);
+  CHECK(equal.redis_backoff_max_ms == 700);
+  const std::string message =
+      "redis_backoff_max_ms: must be between redis_backoff_min_ms and 600000";
+  CHECK(config_message(R"({"redis_backoff_min_ms": 701, "redis_backoff_max_ms": 700})") == message);
+  // The default max is 2000: a larger min alone is inconsistent.
+  CHECK(config_message(doc("redis_backoff_min_ms", "2001")) == message);
+  CHECK(config_message(doc("redis_backoff_max_ms", "49")) == message);
+}
+
+TEST_CASE("redis_stall_ms is 0 or at least node_timeout_ms", "[config]") {
+  CHECK(parse_config(R"({"node_timeout_ms": 200, "redis_stall_ms": 200})").redis_stall_ms == 200);
+  CHECK(parse_config(R"({"node_timeout_ms": 200, "redis_stall_ms": 0})").redis_stall_ms == 0);
+  CHECK(config_message(R"({"node_timeout_ms": 200, "redis_stall_ms": 199})") ==
+        "redis_stall_ms: must be 0 or at least node_timeout_ms");
+  CHECK(config_message(doc("redis_stall_ms", "1")) ==
+        "redis_stall_ms: must be 0 or at least node_timeout_ms");
+}
+
+TEST_CASE("validate applies the ranges parsing applies, with the same messages", "[config]") {
+  // One table drives both: an assembled config out of range gets the parser's message.
+  struct out_of_range {
+    std::string json_key;
+    std::string value;
+    std::function<void(config&)> assign;
+  };
+  const std::vector<out_of_range> cases{
+      {"max_connections", "0", [](config& c) { c.max_connections = 0; }},
+      {"max_waiters", "10000001", [](config& c) { c.max_waiters = 10'000'001; }},
+      {"client_keepalive_s", "3601", [](config& c) { c.client_keepalive_s = 3601; }},
+      {"startup_timeout_ms", "600001", [](config& c) { c.startup_timeout_ms = 600'001; }},
+      {"auth_timeout_ms", "99", [](config& c) { c.auth_timeout_ms = 99; }},
+      {"lock_delay_ms", "3600001", [](config& c) { c.lock_delay_ms = 3'600'001; }},
+      {"redis_connect_timeout_ms", "60001", [](config& c) { c.redis_connect_timeout_ms = 60'001; }},
+      {"redis_health_interval_ms", "0", [](config& c) { c.redis_health_interval_ms = 0; }},
+      {"redis_backoff_min_ms", "0", [](config& c) { c.redis_backoff_min_ms = 0; }},
+  };
+  for (const out_of_range& c : cases) {
+    CAPTURE(c.json_key);
+    config cfg;
+    c.assign(cfg);
+    const std::string parsed = config_message(doc(c.json_key, c.value));
+    CHECK(starts_with(parsed, c.json_key + ": must be an integer between "));
+    CHECK(validate_message(cfg) == parsed);
+  }
+
+  config cfg;
+  cfg.redis_backoff_max_ms = 10;
+  CHECK(validate_message(cfg) ==
+        "redis_backoff_max_ms: must be between redis_backoff_min_ms and 600000");
+  cfg = config{};
+  cfg.tls = listener_tls{"s.crt", "s.key", "", 99};
+  CHECK(validate_message(cfg) ==
+        "tls.handshake_timeout_ms: must be an integer between 100 and 60000");
+  cfg.tls->handshake_timeout_ms = 100;
+  CHECK_NOTHROW(validate(cfg));
 }
