@@ -1,0 +1,282 @@
+// redlockctl's command line: the usage text, CLI11 declaring the options and commands, and the
+// checks after parsing (which command takes which option, what each one requires).
+#include "redlockd/ctl/command_line.hpp"
+
+#include "redlockd/ctl/duration.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <initializer_list>
+
+namespace redlockd::ctl {
+
+const char* const usage_text =
+    R"(usage: redlockctl [OPTIONS] COMMAND ARGS... [OPTIONS]
+
+commands:
+  lock RESOURCE --ttl DUR [--wait DUR]   take a lock; prints "<owner> <fence> <validity_ms>"
+  unlock RESOURCE OWNER                  release it
+  extend RESOURCE OWNER --ttl DUR        extend it; prints the new validity_ms
+  status RESOURCE                        "held <ms left>" or "free", read from a majority of
+                                         the masters (never the owner)
+  info                                   the daemon's state
+  ping                                   check that the daemon answers
+  run RESOURCE [--ttl DUR] [--wait DUR] [--kill-after DUR] -- CMD [ARGS...]
+                                         run CMD while holding a KEEP lock (default --ttl 10s)
+
+Options go anywhere before a "--", as --name VALUE or --name=VALUE, each at most once:
+  --addr HOST:PORT[,HOST:PORT...]
+                    the daemon; with a list, the next address is tried when one cannot be
+                    connected to (default: $REDLOCKD_ADDR, else 127.0.0.1:7400)
+  --timeout DUR     connect and reply timeout, WAIT excluded (default 5s)
+  --secret-file PATH  send AUTH with the secret in PATH (without its trailing newline) right
+                    after connecting (default: $REDLOCKD_CLIENT_SECRET when set, else no AUTH;
+                    the old name $REDLOCKD_SECRET still works but is deprecated)
+  --tls             connect over TLS (default: on when $REDLOCKD_TLS is 1); the daemon's
+                    certificate is verified against --cacert and the host of --addr
+  --cacert FILE     CA bundle that signs the daemon's certificate (default: $REDLOCKD_CACERT,
+                    else the system's trusted CAs)
+  --cert FILE       client certificate, for a daemon that requires one ($REDLOCKD_CERT)
+  --key FILE        its private key (default: $REDLOCKD_KEY, else the --cert file)
+                    --cacert, --cert and --key imply --tls.
+  -o, --output FMT  text (default) or json, for lock, extend, status and info
+  --ttl DUR, --wait DUR, --kill-after DUR
+                    for the commands above that take them
+  --version         print the version
+  -h, --help        this text
+  DUR is a number with its unit: 250ms, 30s, 5m or 1h.
+
+run: the command runs directly (no shell) in its own process group, with REDLOCK_RESOURCE,
+REDLOCK_OWNER, REDLOCK_FENCE and REDLOCK_VALIDITY_MS set. redlockctl keeps the lock's connection
+open and PINGs the daemon every TTL/8. If the lock is lost (LOST pushed, the connection breaks,
+or a PING goes unanswered for TTL/4), the whole group gets SIGTERM at once and SIGKILL after
+--kill-after (default TTL/4 - TTL/100 - 2ms: before the validity the daemon still guarantees
+runs out; a longer --kill-after lets the command outlive its lock). Signals INT, TERM and HUP
+sent to redlockctl are passed on to the group. When the command exits, anything it left in its
+group is stopped the same way, then the lock is released. If redlockctl itself is killed, the
+command gets SIGKILL.
+
+exit codes:
+  0    ok (status: held or free)
+  1    busy: the lock is held by someone else (BUSY, also after --wait ran out)
+  2    no quorum: too few Redis masters reachable (NOQUORUM)
+  3    not held (NOTHELD: UNLOCK or EXTEND with an owner that does not hold the lock)
+  4    the daemon refused the request (ERR ..., printed to stderr)
+  5    cannot reach any daemon, connection lost, or no reply within the timeout
+  6    authentication failed: AUTH refused (ERR AUTH_FAILED), or the daemon wants a secret and
+       none was given (ERR NOAUTH)
+  64   bad usage
+ run:  the command's exit code, 128+N if a signal N ended it (143 SIGTERM, 137 SIGKILL after
+       the lock was lost); 1 busy, 2 no quorum, 6 authentication failed, 125 any other failure
+       before the command ran, 126 command not executable, 127 command not found.
+)";
+
+namespace {
+
+struct command_spec {
+  const char* name;
+  std::vector<const char*> positionals;
+};
+
+const std::vector<command_spec> command_specs = {
+    {"lock", {"RESOURCE"}},
+    {"unlock", {"RESOURCE", "OWNER"}},
+    {"extend", {"RESOURCE", "OWNER"}},
+    {"status", {"RESOURCE"}},
+    {"info", {}},
+    {"ping", {}},
+    {"run", {"RESOURCE"}},
+};
+
+// CLI11's messages, in words that name the option and what is wrong with it.
+[[noreturn]] void rethrow_parse_error(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  const auto colon = what.find(':');
+  const std::string name = colon == std::string::npos ? "" : what.substr(0, colon);
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+    if (what.find("At Most 1 required") != std::string::npos)
+      throw usage_error(name + " given more than once");
+    if (what.find("missing") != std::string::npos)
+      throw usage_error(name + " needs a value");
+  }
+  throw usage_error(what);
+}
+
+// The CLI11 app that reads redlockctl's options and commands into a command_line. Options are
+// global so that they may stand anywhere; which command takes which is checked after parsing.
+struct cli_grammar {
+  explicit cli_grammar(command_line& line);
+  cli_grammar(const cli_grammar&) = delete;
+  cli_grammar& operator=(const cli_grammar&) = delete;
+
+  CLI::App app{"redlockctl", "redlockctl"};
+  bool help = false;
+  bool version = false;
+  std::vector<CLI::Option*> options; // every option, each allowed at most once
+  // Per entry of command_specs: its subcommand and the values of its positionals.
+  std::vector<std::pair<CLI::App*, std::vector<std::string>>> commands;
+};
+
+cli_grammar::cli_grammar(command_line& line) {
+  app.set_help_flag(); // our own text, usage_text
+  app.allow_extras();  // reported by take_command, in our words
+  app.require_subcommand(0, 1);
+  app.fallthrough();
+  auto single = [](CLI::Option* option) {
+    return option->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+  };
+  options = {
+      single(app.add_flag("-h,--help", help)),
+      single(app.add_flag("--version", version)),
+      single(app.add_option("--addr", line.addr)),
+      single(app.add_option("--timeout", line.timeout)),
+      single(app.add_option("--secret-file", line.secret_file)),
+      single(app.add_flag("--tls", line.tls)),
+      single(app.add_option("--cacert", line.cacert)),
+      single(app.add_option("--cert", line.cert)),
+      single(app.add_option("--key", line.key)),
+      single(app.add_option("-o,--output", line.output)),
+      single(app.add_option("--ttl", line.ttl)),
+      single(app.add_option("--wait", line.wait)),
+      single(app.add_option("--kill-after", line.kill_after)),
+  };
+  commands.reserve(command_specs.size()); // the positionals are bound by address
+  for (const auto& spec : command_specs) {
+    CLI::App* sub = app.add_subcommand(spec.name);
+    sub->set_help_flag();
+    commands.emplace_back(sub, std::vector<std::string>(spec.positionals.size()));
+    for (std::size_t i = 0; i < spec.positionals.size(); ++i)
+      sub->add_option(spec.positionals[i], commands.back().second[i]);
+  }
+}
+
+// Runs CLI11 on the arguments before "--"; an option given twice is a usage_error.
+void parse_options(cli_grammar& grammar, const std::vector<std::string>& head) {
+  std::vector<std::string> reversed(head.rbegin(), head.rend()); // CLI11 wants them backwards
+  try {
+    grammar.app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    rethrow_parse_error(e);
+  }
+  for (const CLI::Option* option : grammar.options)
+    if (option->count() > 1)
+      throw usage_error(option->get_name() + " given more than once");
+}
+
+// Sets line.command and line.positional; no command, a missing positional, or anything left over
+// is a usage_error.
+void take_command(const cli_grammar& grammar, command_line& line) {
+  const auto& commands = grammar.commands;
+  std::size_t index = 0;
+  for (; index < commands.size(); ++index)
+    if (commands[index].first->parsed())
+      break;
+  std::vector<std::string> extras = grammar.app.remaining();
+  if (index == commands.size()) {
+    if (extras.empty())
+      throw usage_error("no command (one of lock, unlock, extend, status, info, ping, run)");
+    if (extras.front().starts_with("-"))
+      throw usage_error("unknown option " + extras.front());
+    throw usage_error("unknown command '" + extras.front() + "'");
+  }
+  line.command = command_specs[index].name;
+  for (const auto& extra : commands[index].first->remaining())
+    extras.push_back(extra);
+  for (const auto& extra : extras)
+    if (extra.starts_with("-") && extra.size() > 1)
+      throw usage_error("unknown option " + extra.substr(0, extra.find('=')));
+  if (!extras.empty())
+    throw usage_error(line.command + ": unexpected argument '" + extras.front() + "'");
+  const auto& names = command_specs[index].positionals;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (commands[index].first->count(names[i]) == 0)
+      throw usage_error(line.command + ": " + names[i] + " is missing");
+    line.positional.push_back(commands[index].second[i]);
+  }
+}
+
+// `option` was given but line.command is not one of `takers`: a usage_error.
+void refuse_unless_for(const CLI::App& app, const command_line& line, const char* option,
+                       std::initializer_list<const char*> takers) {
+  if (app.count(option) == 0 || std::find_if(takers.begin(), takers.end(), [&](const char* c) {
+                                  return line.command == c;
+                                }) != takers.end())
+    return;
+  std::string list;
+  for (const char* taker : takers)
+    list += (list.empty() ? "" : ", ") + std::string(taker);
+  throw usage_error(line.command + ": " + option + " does not apply (it is for " + list + ")");
+}
+
+// Options that only some commands take, and what each command needs besides its positionals.
+void check_options_fit(const CLI::App& app, const command_line& line, bool has_dashes) {
+  refuse_unless_for(app, line, "--ttl", {"lock", "extend", "run"});
+  refuse_unless_for(app, line, "--wait", {"lock", "run"});
+  refuse_unless_for(app, line, "--kill-after", {"run"});
+  refuse_unless_for(app, line, "--output", {"lock", "extend", "status", "info"});
+  if (line.output != "text" && line.output != "json")
+    throw usage_error("--output: '" + line.output + "' is not text or json");
+  if (line.command == "run" && !has_dashes)
+    throw usage_error("run: give the command after --");
+  if (line.command == "run" && line.tail.empty())
+    throw usage_error("run: no command after --");
+  if (line.command != "run" && has_dashes)
+    throw usage_error(line.command + ": unexpected '--'");
+  if ((line.command == "lock" || line.command == "extend") && app.count("--ttl") == 0)
+    throw usage_error(line.command + ": --ttl is required");
+}
+
+} // namespace
+
+command_line parse_command_line(const std::vector<std::string>& args) {
+  command_line line;
+  // Everything after the first "--" is run's command, untouched.
+  const auto dashes = std::find(args.begin(), args.end(), "--");
+  const std::vector<std::string> head(args.begin(), dashes);
+  const bool has_dashes = dashes != args.end();
+  if (has_dashes)
+    line.tail.assign(dashes + 1, args.end());
+
+  cli_grammar grammar(line);
+  // -h anywhere before "--" wins over every other problem of the line.
+  if (std::find_if(head.begin(), head.end(),
+                   [](const std::string& a) { return a == "-h" || a == "--help"; }) != head.end())
+    throw help_requested{};
+  parse_options(grammar, head);
+  if (grammar.version)
+    throw version_requested{};
+  take_command(grammar, line);
+  check_options_fit(grammar.app, line, has_dashes);
+  return line;
+}
+
+std::chrono::milliseconds duration_of(const std::string& flag, const std::string& text) {
+  if (lacks_unit(text))
+    throw usage_error(flag + ": '" + text + "' has no unit; write " + text + "ms, " + text + "s, " +
+                      text + "m or " + text + "h");
+  const auto value = parse_duration(text);
+  if (!value)
+    throw usage_error(flag + ": bad duration '" + text + "' (e.g. 250ms, 30s, 5m, 1h)");
+  return *value;
+}
+
+std::vector<std::string> split_addresses(const std::string& list, const std::string& where) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', start);
+    std::string entry = list.substr(start, comma == std::string::npos ? comma : comma - start);
+    const auto first = entry.find_first_not_of(' ');
+    entry = first == std::string::npos
+                ? ""
+                : entry.substr(first, entry.find_last_not_of(' ') + 1 - first);
+    if (entry.empty())
+      throw usage_error(where + ": empty address in '" + list + "'");
+    out.push_back(entry);
+    if (comma == std::string::npos)
+      return out;
+    start = comma + 1;
+  }
+}
+
+} // namespace redlockd::ctl

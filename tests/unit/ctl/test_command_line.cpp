@@ -1,0 +1,113 @@
+// redlockctl's command line: what parse_command_line reads from argv, and the usage errors.
+#include "redlockd/ctl/command_line.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+using namespace redlockd::ctl;
+using namespace std::chrono_literals;
+using args = std::vector<std::string>;
+
+namespace {
+
+// The message of the usage_error the line is refused with; "" when it is accepted.
+std::string refusal(const args& line) {
+  try {
+    parse_command_line(line);
+  } catch (const usage_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("options may stand anywhere before the command's own arguments", "[command_line]") {
+  const command_line line =
+      parse_command_line({"--addr", "a:1,b:2", "lock", "--ttl=30s", "jobs", "-o", "json", "--wait",
+                          "5s", "--timeout", "2s", "--secret-file", "s.txt"});
+  CHECK(line.command == "lock");
+  CHECK(line.positional == args{"jobs"});
+  CHECK(line.tail.empty());
+  CHECK(line.addr == "a:1,b:2");
+  CHECK(line.ttl == "30s");
+  CHECK(line.wait == "5s");
+  CHECK(line.timeout == "2s");
+  CHECK(line.secret_file == "s.txt");
+  CHECK(line.output == "json");
+  CHECK_FALSE(line.tls);
+}
+
+TEST_CASE("positionals in order, TLS files kept as written", "[command_line]") {
+  const command_line line = parse_command_line(
+      {"unlock", "jobs", "owner-1", "--cacert", "ca.pem", "--cert", "c.pem", "--key", "k.pem"});
+  CHECK(line.command == "unlock");
+  CHECK(line.positional == args{"jobs", "owner-1"});
+  CHECK(line.output == "text");
+  CHECK(line.cacert == "ca.pem");
+  CHECK(line.cert == "c.pem");
+  CHECK(line.key == "k.pem");
+}
+
+TEST_CASE("run's command is everything after the first --, untouched", "[command_line]") {
+  const command_line line = parse_command_line(
+      {"run", "jobs", "--tls", "--kill-after", "1s", "--", "sh", "-c", "--ttl", "--", "-h"});
+  CHECK(line.command == "run");
+  CHECK(line.positional == args{"jobs"});
+  CHECK(line.tail == args{"sh", "-c", "--ttl", "--", "-h"});
+  CHECK(line.tls);
+  CHECK(line.kill_after == "1s");
+  CHECK(line.ttl.empty()); // run's default TTL is applied later
+}
+
+TEST_CASE("-h wins over every other problem, --version over the command's", "[command_line]") {
+  CHECK_THROWS_AS(parse_command_line({"bogus", "--ttl", "x", "-h"}), help_requested);
+  CHECK_THROWS_AS(parse_command_line({"--help"}), help_requested);
+  CHECK_THROWS_AS(parse_command_line({"--version"}), version_requested);
+  CHECK_THROWS_AS(parse_command_line({"status", "--version"}), version_requested);
+  // After "--", -h belongs to the command.
+  CHECK_NOTHROW(parse_command_line({"run", "r", "--", "ls", "-h"}));
+  CHECK(refusal({"--version", "--version"}) == "--version given more than once");
+}
+
+TEST_CASE("usage errors name the option or argument at fault", "[command_line]") {
+  CHECK(refusal({}) == "no command (one of lock, unlock, extend, status, info, ping, run)");
+  CHECK(refusal({"frobnicate"}) == "unknown command 'frobnicate'");
+  CHECK(refusal({"--bogus"}) == "unknown option --bogus");
+  CHECK(refusal({"ping", "--bogus=1"}) == "unknown option --bogus");
+  CHECK(refusal({"lock", "r", "--ttl", "1s", "--ttl", "2s"}) == "--ttl given more than once");
+  CHECK(refusal({"lock", "r", "--ttl"}) == "--ttl needs a value");
+  CHECK(refusal({"lock", "r"}) == "lock: --ttl is required");
+  CHECK(refusal({"extend", "r", "o"}) == "extend: --ttl is required");
+  CHECK(refusal({"unlock", "r"}) == "unlock: OWNER is missing");
+  CHECK(refusal({"status", "r", "s"}) == "status: unexpected argument 's'");
+  CHECK(refusal({"status", "r", "--wait", "1s"}) ==
+        "status: --wait does not apply (it is for lock, run)");
+  CHECK(refusal({"ping", "-o", "json"}) ==
+        "ping: --output does not apply (it is for lock, extend, status, info)");
+  CHECK(refusal({"info", "-o", "yaml"}) == "--output: 'yaml' is not text or json");
+  CHECK(refusal({"run", "r"}) == "run: give the command after --");
+  CHECK(refusal({"run", "r", "--"}) == "run: no command after --");
+  CHECK(refusal({"ping", "--", "x"}) == "ping: unexpected '--'");
+  CHECK(refusal({"ping"}).empty());
+}
+
+TEST_CASE("duration options need their unit", "[command_line]") {
+  CHECK(duration_of("--ttl", "250ms") == 250ms);
+  CHECK_THROWS_WITH(duration_of("--ttl", "30"),
+                    "--ttl: '30' has no unit; write 30ms, 30s, 30m or 30h");
+  CHECK_THROWS_WITH(duration_of("--wait", "1d"), "--wait: bad duration '1d' (e.g. 250ms, 30s, "
+                                                 "5m, 1h)");
+}
+
+TEST_CASE("address lists are split on commas, spaces trimmed, empty entries refused",
+          "[command_line]") {
+  CHECK(split_addresses("a:1", "--addr") == args{"a:1"});
+  CHECK(split_addresses(" a:1 ,b:2", "--addr") == args{"a:1", "b:2"});
+  CHECK_THROWS_WITH(split_addresses("a:1,,b:2", "REDLOCKD_ADDR"),
+                    "REDLOCKD_ADDR: empty address in 'a:1,,b:2'");
+  CHECK_THROWS_AS(split_addresses(" ", "--addr"), usage_error);
+  CHECK_THROWS_AS(split_addresses("a:1,", "--addr"), usage_error);
+}
