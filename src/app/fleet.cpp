@@ -71,10 +71,12 @@ void fleet::on_ready(std::size_t node) {
 }
 
 void fleet::on_reply(std::size_t node, const request_tag& tag, const redisReply& reply) {
+  // Decoded once, here: the engine and the status reader see typed replies only.
+  const script_reply decoded = decode_script_reply(tag.kind, reply);
   if (tag.kind == request_kind::status)
-    status_->on_reply(node, tag, reply);
+    status_->on_reply(node, tag, decoded);
   else
-    engine_->on_reply(node, tag, decode_script_reply(tag.kind, reply)); // decoded once, here
+    engine_->on_reply(node, tag, decoded);
 }
 
 void fleet::on_failure(std::size_t node, const request_tag& tag) {

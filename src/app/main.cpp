@@ -4,7 +4,7 @@
 #include "redlockd/config/auth.hpp"
 #include "redlockd/config/config.hpp"
 #include "redlockd/config/logging.hpp"
-#include "redlockd/net/tls.hpp"
+#include "redlockd/net/tls_files.hpp"
 
 #include <spdlog/spdlog.h>
 

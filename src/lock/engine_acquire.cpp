@@ -287,7 +287,7 @@ void lock_engine::shutdown() {
       continue;
     dequeue(slot);
     if (op.phase == op_phase::waiting)
-      finish(slot, format_error(error_code::shutting_down, "the daemon is stopping"));
+      finish(slot, format_error(err_code::shutting_down, "the daemon is stopping"));
     // An attempt in flight is answered when it completes; it no longer waits after that.
   }
 }

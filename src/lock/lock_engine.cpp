@@ -34,7 +34,7 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
   if (req.keep) {
     // Counted from the request on; finish() gives it back if no KEEP lock comes of it.
     if (!keeps_.reserve(op.sink.get(), cfg_.max_keep_locks_per_connection)) {
-      finish(slot, format_error(error_code::too_many,
+      finish(slot, format_error(err_code::too_many,
                                 "this connection holds max_keep_locks_per_connection KEEP locks"));
       return;
     }
@@ -43,7 +43,7 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
   if (req.wait_ms) {
     if (queues_.total() >= cfg_.max_waiters ||
         queues_.waiting_on(op.key) >= cfg_.max_waiters_per_resource) {
-      finish(slot, format_error(error_code::too_many, "too many waiters"));
+      finish(slot, format_error(err_code::too_many, "too many waiters"));
       return;
     }
     op.lock.queued = true;

@@ -89,16 +89,16 @@ void status_reader::query(const status_request& req, std::shared_ptr<reply_sink>
     io_.send(node, request_tag{request_kind::status, slot, q.generation}, command_);
 }
 
-void status_reader::on_reply(std::size_t node, const request_tag& tag, const redisReply& reply) {
+void status_reader::on_reply(std::size_t node, const request_tag& tag, const script_reply& reply) {
   std::optional<std::int64_t> pttl;
-  if (is_error(reply)) {
+  if (const auto* error = std::get_if<error_reply>(&reply)) {
     const bool first = (warned_ & (std::uint32_t{1} << node)) == 0;
     warned_ |= std::uint32_t{1} << node;
     log_->log(first ? spdlog::level::warn : spdlog::level::debug,
               "node {} answered PTTL (for STATUS) with an error: {}", cfg_.nodes[node].to_string(),
-              as_string(reply));
-  } else {
-    pttl = as_integer(reply);
+              error->text);
+  } else if (const auto* answer = std::get_if<pttl_reply>(&reply)) {
+    pttl = answer->ms;
   }
   if (tag.op < slots_.size() && slots_[tag.op].active &&
       slots_[tag.op].generation == tag.generation)

@@ -60,27 +60,27 @@ bool printable(std::string_view text) {
   return true;
 }
 
-parse_error error(error_code code, std::string message) {
+parse_error error(err_code code, std::string message) {
   return {code, std::move(message)};
 }
 
 parse_error wrong_arity(std::string_view verb) {
-  return error(error_code::syntax, "wrong number of arguments for '" + std::string(verb) + "'");
+  return error(err_code::syntax, "wrong number of arguments for '" + std::string(verb) + "'");
 }
 
 parse_error bad_resource() {
-  return error(error_code::bad_resource,
+  return error(err_code::bad_resource,
                "resource must be 1-256 printable ASCII bytes without spaces");
 }
 
 parse_error bad_owner() {
-  return error(error_code::bad_owner, "owner must be 40 lowercase hex characters");
+  return error(err_code::bad_owner, "owner must be 40 lowercase hex characters");
 }
 
 parse_error bad_ttl(const request_limits& limits) {
-  return error(error_code::bad_ttl, "ttl must be an integer between " +
-                                        std::to_string(limits.min_ttl_ms) + " and " +
-                                        std::to_string(limits.max_ttl_ms) + " ms");
+  return error(err_code::bad_ttl, "ttl must be an integer between " +
+                                      std::to_string(limits.min_ttl_ms) + " and " +
+                                      std::to_string(limits.max_ttl_ms) + " ms");
 }
 
 std::optional<std::uint64_t> parse_ttl(std::string_view text, const request_limits& limits) {
@@ -104,20 +104,20 @@ parse_result parse_lock(const tokens& t, const request_limits& limits) {
   for (std::size_t i = 3; i < t.count; ++i) {
     if (iequals(t.items[i], "KEEP")) {
       if (req.keep)
-        return error(error_code::syntax, "KEEP given twice");
+        return error(err_code::syntax, "KEEP given twice");
       req.keep = true;
     } else if (iequals(t.items[i], "WAIT")) {
       if (req.wait_ms)
-        return error(error_code::syntax, "WAIT given twice");
+        return error(err_code::syntax, "WAIT given twice");
       if (i + 1 == t.count)
-        return error(error_code::syntax, "WAIT needs a time in ms");
+        return error(err_code::syntax, "WAIT needs a time in ms");
       const auto wait = parse_decimal(t.items[++i]);
       if (!wait || *wait > limits.max_ttl_ms)
-        return error(error_code::bad_ttl, "WAIT must be an integer between 0 and " +
-                                              std::to_string(limits.max_ttl_ms) + " ms");
+        return error(err_code::bad_ttl, "WAIT must be an integer between 0 and " +
+                                            std::to_string(limits.max_ttl_ms) + " ms");
       req.wait_ms = *wait;
     } else {
-      return error(error_code::syntax, "unknown LOCK option; expected WAIT <ms> or KEEP");
+      return error(err_code::syntax, "unknown LOCK option; expected WAIT <ms> or KEEP");
     }
   }
   return request{req};
@@ -125,7 +125,7 @@ parse_result parse_lock(const tokens& t, const request_limits& limits) {
 
 } // namespace
 
-std::string_view to_string(error_code code) {
+std::string_view to_string(err_code code) {
   return error_names[static_cast<std::size_t>(code)];
 }
 
@@ -225,8 +225,8 @@ parse_result parse_request(std::string_view line, const request_limits& limits) 
   }
   // Echo the verb only when it is safe to put on one line.
   if (verb.size() <= 32 && printable(verb))
-    return error(error_code::unknown_command, "unknown command '" + std::string(verb) + "'");
-  return error(error_code::unknown_command, "unknown command");
+    return error(err_code::unknown_command, "unknown command '" + std::string(verb) + "'");
+  return error(err_code::unknown_command, "unknown command");
 }
 
 line_splitter::status line_splitter::next(std::string_view& line) {
@@ -309,7 +309,7 @@ std::string format_notheld() {
   return "NOTHELD\n";
 }
 
-std::string format_error(error_code code, std::string_view message) {
+std::string format_error(err_code code, std::string_view message) {
   std::string out = "ERR ";
   out.append(to_string(code));
   if (!message.empty()) {

@@ -132,6 +132,8 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
     return decode_registers(reply);
   case request_kind::seed:
     return seed_reply{};
+  case request_kind::status:
+    return pttl_reply{as_integer(reply)};
   default:
     return error_reply{"unexpected reply"};
   }

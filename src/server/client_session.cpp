@@ -121,7 +121,7 @@ awaitable<void> client_session::read_requests() {
         break;
       if (status == line_splitter::status::too_long) {
         deliver(reserve_reply(),
-                format_error(error_code::line_too_long,
+                format_error(err_code::line_too_long,
                              "line longer than " + std::to_string(context_.cfg.max_line_bytes) +
                                  " bytes; closing"));
         reading_done_ = true;
@@ -177,7 +177,7 @@ void client_session::handle_line(std::string_view line) {
   }
   if (!auth_.allows(std::get<request>(parsed))) {
     ++context_.errors;
-    deliver(seq, format_error(error_code::noauth, "authentication required; send AUTH <secret>"));
+    deliver(seq, format_error(err_code::noauth, "authentication required; send AUTH <secret>"));
     return;
   }
   // LOCK, UNLOCK and EXTEND replies are counted by outcome when they are written.
@@ -196,7 +196,7 @@ void client_session::handle_line(std::string_view line) {
     context_.log->error("client {}: request failed: {}", id_, e.what());
     if (seq >= first_seq_ && seq - first_seq_ < replies_.size() &&
         !replies_[seq - first_seq_].ready())
-      deliver(seq, format_error(error_code::internal, "internal error"));
+      deliver(seq, format_error(err_code::internal, "internal error"));
   }
 }
 
@@ -212,7 +212,7 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
           handle_auth(seq, req.secret);
         } else if constexpr (std::is_same_v<type, lock_request>) {
           if (context_.shutting_down) {
-            deliver(seq, format_error(error_code::shutting_down, "the daemon is stopping"));
+            deliver(seq, format_error(err_code::shutting_down, "the daemon is stopping"));
             return;
           }
           if (req.wait_ms || req.keep)
@@ -224,7 +224,7 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
           context_.engine.extend(req, shared_from_this(), seq);
         } else if constexpr (std::is_same_v<type, status_request>) {
           if (context_.status == nullptr)
-            deliver(seq, format_error(error_code::internal, "STATUS is not available"));
+            deliver(seq, format_error(err_code::internal, "STATUS is not available"));
           else
             context_.status->query(req, shared_from_this(), seq);
         } else if constexpr (std::is_same_v<type, info_request>) {
@@ -365,10 +365,10 @@ void client_session::handle_auth(std::uint64_t seq, std::string_view candidate) 
         held_back > 0 ? "; " + std::to_string(held_back) + " more refused AUTHs not logged"
                       : std::string());
   if (!closing) {
-    deliver(seq, format_error(error_code::auth_failed, "wrong secret"));
+    deliver(seq, format_error(err_code::auth_failed, "wrong secret"));
     return;
   }
-  deliver(seq, format_error(error_code::auth_failed, "wrong secret; too many failures, closing"));
+  deliver(seq, format_error(err_code::auth_failed, "wrong secret; too many failures, closing"));
   reading_done_ = true;
   // The reply gets a moment to leave; a client that does not read it does not keep the socket.
   auth_timer_.expires_after(std::chrono::seconds(1));

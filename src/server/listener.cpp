@@ -91,7 +91,7 @@ void listener::refuse(tcp::socket& socket) {
   // A TLS client could not read a plaintext line, and a handshake costs CPU we lack now.
   error_code_t ec;
   const std::string line =
-      format_error(error_code::too_many, "too many connections (max_connections)");
+      format_error(err_code::too_many, "too many connections (max_connections)");
   socket.non_blocking(true, ec);
   if (!tls_)
     socket.write_some(net::buffer(line), ec);

@@ -171,9 +171,9 @@ void check_line(std::string_view line, const request_limits& limits) {
     check_request(line, *req, limits);
   } else if (const auto* error = std::get_if<parse_error>(&parsed)) {
     // The parser only ever refuses with these; the others belong to the session.
-    require(error->code == error_code::syntax || error->code == error_code::unknown_command ||
-                error->code == error_code::bad_resource || error->code == error_code::bad_ttl ||
-                error->code == error_code::bad_owner,
+    require(error->code == err_code::syntax || error->code == err_code::unknown_command ||
+                error->code == err_code::bad_resource || error->code == err_code::bad_ttl ||
+                error->code == err_code::bad_owner,
             "the parser returned a session error code");
     const std::string reply = format_error(error->code, error->message);
     require(one_line(reply), "an ERR reply is not one line");

@@ -8,6 +8,7 @@
 #include "redlockd/lock/lock_engine.hpp"
 #include "redlockd/protocol/protocol.hpp"
 #include "redlockd/resp/pipeline.hpp"
+#include "redlockd/resp/script_calls.hpp"
 
 #include <array>
 #include <chrono>
@@ -20,8 +21,6 @@
 #include <span>
 #include <string>
 #include <vector>
-
-struct redisReply;
 
 namespace spdlog {
 class logger;
@@ -66,7 +65,7 @@ class status_reader {
   // possibly before returning.
   void query(const status_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   // A master answered a request_kind::status, or never will (its connection was lost).
-  void on_reply(std::size_t node, const request_tag& tag, const redisReply& reply);
+  void on_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
   void on_failure(std::size_t node, const request_tag& tag);
   // The time given to `arm` came.
   void on_timer();

@@ -5,6 +5,7 @@
 
 #include "redlockd/config/config.hpp"
 #include "redlockd/net/net.hpp"
+#include "redlockd/net/tls_files.hpp"
 
 #include <chrono>
 #include <functional>
@@ -12,10 +13,6 @@
 #include <string>
 
 namespace redlockd {
-
-// Loads the certificates and keys of the `tls` and `redis_tls` blocks, as the daemon will at
-// start; throws std::runtime_error naming the key and the file (for --check-config).
-void check_tls_files(const config& cfg);
 
 // Certificates, keys and verification settings, loaded once and shared by every connection of
 // one side.

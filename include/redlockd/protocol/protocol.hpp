@@ -10,8 +10,9 @@
 
 namespace redlockd {
 
-// The ERR codes of protocol v1, in the order the spec lists them.
-enum class error_code : std::uint8_t {
+// The CODE of an `ERR <CODE> message` reply of protocol v1, in the order the spec lists them
+// (err_code, not error_code: Boost's error_code_t is next to it in the I/O layer).
+enum class err_code : std::uint8_t {
   syntax,
   unknown_command,
   bad_resource,
@@ -26,7 +27,7 @@ enum class error_code : std::uint8_t {
 };
 
 // "SYNTAX", "UNKNOWN_COMMAND", ...
-std::string_view to_string(error_code code);
+std::string_view to_string(err_code code);
 
 // Limits the parser enforces; filled from the config.
 struct request_limits {
@@ -67,7 +68,7 @@ struct info_request {};
 struct quit_request {};
 
 struct parse_error {
-  error_code code;
+  err_code code;
   std::string message; // one line, no LF
 };
 
@@ -122,7 +123,7 @@ std::string format_extend_ok(std::int64_t validity_ms);
 std::string format_busy(std::uint64_t retry_ms);
 std::string format_noquorum(std::size_t granted, std::size_t needed);
 std::string format_notheld();
-std::string format_error(error_code code, std::string_view message);
+std::string format_error(err_code code, std::string_view message);
 std::string format_info(std::string_view json_one_line);
 std::string format_lost(std::string_view resource, std::string_view owner);
 // STATUS: "OK FREE" or "OK HELD <pttl_ms>".

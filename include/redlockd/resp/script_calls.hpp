@@ -87,10 +87,15 @@ struct register_reply {
 // seed: any non-error answer means the registers were raised.
 struct seed_reply {};
 
-using script_reply = std::variant<error_reply, acquire_reply, release_reply, extend_reply,
-                                  fence_bump_reply, register_reply, seed_reply>;
+// PTTL (STATUS reads it, outside the engine): ms left, -1 no TTL, -2 no key.
+struct pttl_reply {
+  std::optional<std::int64_t> ms;
+};
 
-// Decodes the reply to a request of `kind` (one the engine sends).
+using script_reply = std::variant<error_reply, acquire_reply, release_reply, extend_reply,
+                                  fence_bump_reply, register_reply, seed_reply, pttl_reply>;
+
+// Decodes the reply to a request of `kind` (one the engine or the status reader sends).
 script_reply decode_script_reply(request_kind kind, const redisReply& reply);
 
 } // namespace redlockd

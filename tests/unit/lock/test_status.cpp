@@ -40,11 +40,11 @@ TEST_CASE("STATUS takes exactly one valid resource", "[protocol][status]") {
     REQUIRE(std::holds_alternative<parse_error>(result));
     return std::get<parse_error>(result);
   };
-  CHECK(error_of("STATUS").code == error_code::syntax);
+  CHECK(error_of("STATUS").code == err_code::syntax);
   CHECK(error_of("STATUS").message == "wrong number of arguments for 'STATUS'");
-  CHECK(error_of("STATUS a b").code == error_code::syntax);
-  CHECK(error_of("STATUS " + std::string(257, 'r')).code == error_code::bad_resource);
-  CHECK(error_of("STATUS a\tb").code == error_code::bad_resource);
+  CHECK(error_of("STATUS a b").code == err_code::syntax);
+  CHECK(error_of("STATUS " + std::string(257, 'r')).code == err_code::bad_resource);
+  CHECK(error_of("STATUS a\tb").code == err_code::bad_resource);
   CHECK(format_status_free() == "OK FREE\n");
   CHECK(format_status_held(29871) == "OK HELD 29871\n");
 }
@@ -160,9 +160,9 @@ TEST_CASE("status_reader asks every eligible master and answers when all did", "
   CHECK(*armed == now + std::chrono::milliseconds(cfg.node_timeout_ms));
 
   now += 5ms;
-  reader.on_reply(0, io.sent[0].tag, *integer(30000));
-  reader.on_reply(1, io.sent[1].tag, *integer(20000));
-  reader.on_reply(2, io.sent[2].tag, *integer(10000));
+  reader.on_reply(0, io.sent[0].tag, decode_script_reply(request_kind::status, *integer(30000)));
+  reader.on_reply(1, io.sent[1].tag, decode_script_reply(request_kind::status, *integer(20000)));
+  reader.on_reply(2, io.sent[2].tag, decode_script_reply(request_kind::status, *integer(10000)));
   CHECK(sink->lines.empty()); // waits for the fourth: it can only make the bound better
   reader.on_failure(3, io.sent[3].tag);
   REQUIRE(sink->lines.count(1) == 1);
@@ -170,7 +170,7 @@ TEST_CASE("status_reader asks every eligible master and answers when all did", "
   CHECK(reader.in_flight() == 0);
 
   // A late reply of a finished query is ignored.
-  reader.on_reply(3, io.sent[3].tag, *integer(-2));
+  reader.on_reply(3, io.sent[3].tag, decode_script_reply(request_kind::status, *integer(-2)));
   CHECK(sink->lines.size() == 1);
 }
 
@@ -188,14 +188,15 @@ TEST_CASE("status_reader: silent masters time out, and nobody eligible is NOQUOR
   reader.query(status_request{"r"}, sink, 1);
   REQUIRE(io.sent.size() == 5);
   for (std::size_t node = 0; node < 3; ++node)
-    reader.on_reply(node, io.sent[node].tag, *integer(-2));
+    reader.on_reply(node, io.sent[node].tag,
+                    decode_script_reply(request_kind::status, *integer(-2)));
   CHECK(sink->lines.empty());
   now += std::chrono::milliseconds(cfg.node_timeout_ms);
   reader.on_timer();
   CHECK(sink->lines[1] == "OK FREE\n");
 
   reader.query(status_request{"r"}, sink, 2);
-  reader.on_reply(0, io.sent[5].tag, *integer(100));
+  reader.on_reply(0, io.sent[5].tag, decode_script_reply(request_kind::status, *integer(100)));
   now += std::chrono::milliseconds(cfg.node_timeout_ms);
   reader.on_timer();
   CHECK(sink->lines[2] == "NOQUORUM 1 3\n");

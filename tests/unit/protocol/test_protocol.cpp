@@ -37,7 +37,7 @@ parse_error parse_err(std::string_view line, const request_limits& l = limits) {
   return e;
 }
 
-error_code code_of(std::string_view line, const request_limits& l = limits) {
+err_code code_of(std::string_view line, const request_limits& l = limits) {
   return parse_err(line, l).code;
 }
 
@@ -54,17 +54,17 @@ const std::string owner_message = "owner must be 40 lowercase hex characters";
 } // namespace
 
 TEST_CASE("error codes have their wire names", "[protocol]") {
-  CHECK(to_string(error_code::syntax) == "SYNTAX");
-  CHECK(to_string(error_code::unknown_command) == "UNKNOWN_COMMAND");
-  CHECK(to_string(error_code::bad_resource) == "BAD_RESOURCE");
-  CHECK(to_string(error_code::bad_ttl) == "BAD_TTL");
-  CHECK(to_string(error_code::bad_owner) == "BAD_OWNER");
-  CHECK(to_string(error_code::line_too_long) == "LINE_TOO_LONG");
-  CHECK(to_string(error_code::noauth) == "NOAUTH");
-  CHECK(to_string(error_code::auth_failed) == "AUTH_FAILED");
-  CHECK(to_string(error_code::too_many) == "TOO_MANY");
-  CHECK(to_string(error_code::shutting_down) == "SHUTTING_DOWN");
-  CHECK(to_string(error_code::internal) == "INTERNAL");
+  CHECK(to_string(err_code::syntax) == "SYNTAX");
+  CHECK(to_string(err_code::unknown_command) == "UNKNOWN_COMMAND");
+  CHECK(to_string(err_code::bad_resource) == "BAD_RESOURCE");
+  CHECK(to_string(err_code::bad_ttl) == "BAD_TTL");
+  CHECK(to_string(err_code::bad_owner) == "BAD_OWNER");
+  CHECK(to_string(err_code::line_too_long) == "LINE_TOO_LONG");
+  CHECK(to_string(err_code::noauth) == "NOAUTH");
+  CHECK(to_string(err_code::auth_failed) == "AUTH_FAILED");
+  CHECK(to_string(err_code::too_many) == "TOO_MANY");
+  CHECK(to_string(err_code::shutting_down) == "SHUTTING_DOWN");
+  CHECK(to_string(err_code::internal) == "INTERNAL");
 }
 
 TEST_CASE("parse_decimal is strict", "[protocol]") {
@@ -118,8 +118,8 @@ TEST_CASE("empty and all-space lines are ignored", "[protocol]") {
   CHECK(std::holds_alternative<std::monostate>(parse_request(" ", limits)));
   CHECK(std::holds_alternative<std::monostate>(parse_request("      ", limits)));
   // A tab is not a separator: it is a (bad) verb, not an empty line.
-  CHECK(code_of("\t") == error_code::unknown_command);
-  CHECK(code_of(std::string_view("\0\0", 2)) == error_code::unknown_command);
+  CHECK(code_of("\t") == err_code::unknown_command);
+  CHECK(code_of(std::string_view("\0\0", 2)) == err_code::unknown_command);
 }
 
 TEST_CASE("PING takes zero or one word", "[protocol]") {
@@ -136,7 +136,7 @@ TEST_CASE("PING takes zero or one word", "[protocol]") {
   CHECK(std::get<ping_request>(req).word == std::string_view("w\tx"));
 
   const auto e = parse_err("PING a b");
-  CHECK(e.code == error_code::syntax);
+  CHECK(e.code == err_code::syntax);
   CHECK(e.message == "wrong number of arguments for 'PING'");
 }
 
@@ -159,18 +159,18 @@ TEST_CASE("HELLO, INFO and QUIT take no arguments - AUTH takes exactly one", "[p
   CHECK(parse_err("HELLO 1").message == "wrong number of arguments for 'HELLO'");
   CHECK(parse_err("info x").message == "wrong number of arguments for 'INFO'");
   CHECK(parse_err("QUIT now").message == "wrong number of arguments for 'QUIT'");
-  CHECK(parse_err("HELLO 1").code == error_code::syntax);
+  CHECK(parse_err("HELLO 1").code == err_code::syntax);
 
   const auto req = parse_ok("AUTH  top-secret ");
   REQUIRE(std::holds_alternative<auth_request>(req));
   CHECK(std::get<auth_request>(req).secret == "top-secret");
   CHECK(parse_err("AUTH").message == "wrong number of arguments for 'AUTH'");
-  CHECK(parse_err("AUTH a b").code == error_code::syntax);
+  CHECK(parse_err("AUTH a b").code == err_code::syntax);
 }
 
 TEST_CASE("unknown verbs are echoed only when safe", "[protocol]") {
   auto e = parse_err("FOO bar");
-  CHECK(e.code == error_code::unknown_command);
+  CHECK(e.code == err_code::unknown_command);
   CHECK(e.message == "unknown command 'FOO'");
 
   e = parse_err("get");
@@ -183,7 +183,7 @@ TEST_CASE("unknown verbs are echoed only when safe", "[protocol]") {
   for (const std::string& bad : {std::string(33, 'V'), std::string("A\tB"), std::string("X\x01"),
                                  std::string("\xff\xfe"), std::string("X\r")}) {
     e = parse_err(bad);
-    CHECK(e.code == error_code::unknown_command);
+    CHECK(e.code == err_code::unknown_command);
     CHECK(e.message == "unknown command");
   }
 }
@@ -225,7 +225,7 @@ TEST_CASE("LOCK arity and option errors are SYNTAX", "[protocol]") {
        std::vector<std::string>{"LOCK", "LOCK r", "LOCK r 100 WAIT 1 KEEP x",
                                 "LOCK r 100 KEEP KEEP KEEP KEEP", "LOCK r 100 a b c d e f g h"}) {
     const auto e = parse_err(line);
-    CHECK(e.code == error_code::syntax);
+    CHECK(e.code == err_code::syntax);
     CHECK(e.message == "wrong number of arguments for 'LOCK'");
   }
   for (const std::string& line : std::vector<std::string>{
@@ -233,7 +233,7 @@ TEST_CASE("LOCK arity and option errors are SYNTAX", "[protocol]") {
            "LOCK r 100 WAIT", "LOCK r 100 KEEP WAIT", "LOCK r 100 FOREVER", "LOCK r 100 KEEPX",
            "LOCK r 100 NX"}) {
     CAPTURE(line);
-    CHECK(code_of(line) == error_code::syntax);
+    CHECK(code_of(line) == err_code::syntax);
   }
 }
 
@@ -245,7 +245,7 @@ TEST_CASE("LOCK ttl boundaries and malformed numbers are BAD_TTL", "[protocol]")
            "18446744073709551616", "99999999999999999999999", "100\t", "\x31\x30\x30\x01"}) {
     CAPTURE(ttl);
     const auto e = parse_err("LOCK r " + ttl);
-    CHECK(e.code == error_code::bad_ttl);
+    CHECK(e.code == err_code::bad_ttl);
     CHECK(e.message == ttl_message);
   }
 }
@@ -255,17 +255,17 @@ TEST_CASE("limits come from the caller", "[protocol]") {
   CHECK(parse_lock("LOCK r 100", narrow).ttl_ms == 100);
   CHECK(parse_lock("LOCK r 2000", narrow).ttl_ms == 2000);
   CHECK(parse_err("LOCK r 99", narrow).message == "ttl must be an integer between 100 and 2000 ms");
-  CHECK(parse_err("LOCK r 2001", narrow).code == error_code::bad_ttl);
+  CHECK(parse_err("LOCK r 2001", narrow).code == err_code::bad_ttl);
   CHECK(parse_lock("LOCK r 100 WAIT 2000", narrow).wait_ms == 2000u);
-  CHECK(parse_err("LOCK r 100 WAIT 2001", narrow).code == error_code::bad_ttl);
-  CHECK(parse_err("EXTEND r " + owner_a + " 2001", narrow).code == error_code::bad_ttl);
+  CHECK(parse_err("LOCK r 100 WAIT 2001", narrow).code == err_code::bad_ttl);
+  CHECK(parse_err("EXTEND r " + owner_a + " 2001", narrow).code == err_code::bad_ttl);
 }
 
 TEST_CASE("LOCK WAIT value must be a decimal in [0, max_ttl_ms]", "[protocol]") {
   for (const std::string& wait : std::vector<std::string>{"3600001", "-1", "+1", "1e3", "x", "KEEP",
                                                           "18446744073709551616"}) {
     CAPTURE(wait);
-    CHECK(code_of("LOCK r 100 WAIT " + wait) == error_code::bad_ttl);
+    CHECK(code_of("LOCK r 100 WAIT " + wait) == err_code::bad_ttl);
   }
 }
 
@@ -276,25 +276,25 @@ TEST_CASE("LOCK resource boundaries are BAD_RESOURCE", "[protocol]") {
        {std::string(257, 'x'), std::string("a\tb"), std::string("\x7f"), std::string("\xc3\xa9"),
         std::string("a\rb"), std::string("a\0b", 3)}) {
     const auto e = parse_err("LOCK " + resource + " 100");
-    CHECK(e.code == error_code::bad_resource);
+    CHECK(e.code == err_code::bad_resource);
     CHECK(e.message == resource_message);
   }
 }
 
 TEST_CASE("validation order: arity, resource, owner, ttl, options", "[protocol]") {
   // Arity first, even when everything else is wrong too.
-  CHECK(code_of("LOCK " + std::string(300, 'x')) == error_code::syntax);
-  CHECK(code_of("UNLOCK \x01") == error_code::syntax);
-  CHECK(code_of("EXTEND \x01 zz") == error_code::syntax);
+  CHECK(code_of("LOCK " + std::string(300, 'x')) == err_code::syntax);
+  CHECK(code_of("UNLOCK \x01") == err_code::syntax);
+  CHECK(code_of("EXTEND \x01 zz") == err_code::syntax);
   // Resource before ttl and options.
-  CHECK(code_of("LOCK \x01 -5 BOGUS") == error_code::bad_resource);
+  CHECK(code_of("LOCK \x01 -5 BOGUS") == err_code::bad_resource);
   // Ttl before options.
-  CHECK(code_of("LOCK r -5 BOGUS") == error_code::bad_ttl);
-  CHECK(code_of("LOCK r 5 KEEP KEEP") == error_code::bad_ttl);
+  CHECK(code_of("LOCK r -5 BOGUS") == err_code::bad_ttl);
+  CHECK(code_of("LOCK r 5 KEEP KEEP") == err_code::bad_ttl);
   // Resource before owner before ttl.
-  CHECK(code_of("EXTEND \x01 zz -1") == error_code::bad_resource);
-  CHECK(code_of("EXTEND r zz -1") == error_code::bad_owner);
-  CHECK(code_of("UNLOCK \x01 zz") == error_code::bad_resource);
+  CHECK(code_of("EXTEND \x01 zz -1") == err_code::bad_resource);
+  CHECK(code_of("EXTEND r zz -1") == err_code::bad_owner);
+  CHECK(code_of("UNLOCK \x01 zz") == err_code::bad_resource);
 }
 
 TEST_CASE("UNLOCK parses resource and owner", "[protocol]") {
@@ -305,15 +305,15 @@ TEST_CASE("UNLOCK parses resource and owner", "[protocol]") {
   CHECK(std::get<unlock_request>(req).owner == owner_mixed);
 
   CHECK(parse_err("UNLOCK r").message == "wrong number of arguments for 'UNLOCK'");
-  CHECK(parse_err("UNLOCK r " + owner_a + " x").code == error_code::syntax);
+  CHECK(parse_err("UNLOCK r " + owner_a + " x").code == err_code::syntax);
   for (const std::string& owner : {std::string(39, 'a'), std::string(41, 'a'), std::string(40, 'A'),
                                    std::string(39, 'a') + "g"}) {
     const auto e = parse_err("UNLOCK r " + owner);
-    CHECK(e.code == error_code::bad_owner);
+    CHECK(e.code == err_code::bad_owner);
     CHECK(e.message == owner_message);
   }
   CHECK(parse_err("UNLOCK " + std::string(257, 'r') + " " + owner_a).code ==
-        error_code::bad_resource);
+        err_code::bad_resource);
 }
 
 TEST_CASE("EXTEND parses resource, owner and ttl", "[protocol]") {
@@ -325,11 +325,11 @@ TEST_CASE("EXTEND parses resource, owner and ttl", "[protocol]") {
   CHECK(std::get<extend_request>(req).ttl_ms == 6000);
 
   CHECK(parse_err("EXTEND r " + owner_a).message == "wrong number of arguments for 'EXTEND'");
-  CHECK(parse_err("EXTEND r " + owner_a + " 100 KEEP").code == error_code::syntax);
-  CHECK(parse_err("EXTEND r " + std::string(40, 'z') + " 100").code == error_code::bad_owner);
+  CHECK(parse_err("EXTEND r " + owner_a + " 100 KEEP").code == err_code::syntax);
+  CHECK(parse_err("EXTEND r " + std::string(40, 'z') + " 100").code == err_code::bad_owner);
   CHECK(parse_err("EXTEND r " + owner_a + " 9").message == ttl_message);
-  CHECK(parse_err("EXTEND r " + owner_a + " 3600001").code == error_code::bad_ttl);
-  CHECK(parse_err("EXTEND r " + owner_a + " 1e3").code == error_code::bad_ttl);
+  CHECK(parse_err("EXTEND r " + owner_a + " 3600001").code == err_code::bad_ttl);
+  CHECK(parse_err("EXTEND r " + owner_a + " 1e3").code == err_code::bad_ttl);
 }
 
 TEST_CASE("parsed views point into the line", "[protocol]") {
@@ -465,15 +465,15 @@ TEST_CASE("reply lines are formatted exactly", "[protocol]") {
   CHECK(format_busy(1234) == "BUSY 1234\n");
   CHECK(format_noquorum(2, 3) == "NOQUORUM 2 3\n");
   CHECK(format_notheld() == "NOTHELD\n");
-  CHECK(format_error(error_code::bad_ttl, ttl_message) == "ERR BAD_TTL " + ttl_message + "\n");
-  CHECK(format_error(error_code::line_too_long, "line longer than 4096 bytes; closing") ==
+  CHECK(format_error(err_code::bad_ttl, ttl_message) == "ERR BAD_TTL " + ttl_message + "\n");
+  CHECK(format_error(err_code::line_too_long, "line longer than 4096 bytes; closing") ==
         "ERR LINE_TOO_LONG line longer than 4096 bytes; closing\n");
   CHECK(format_info(R"({"version":"0.1.0"})") == "OK {\"version\":\"0.1.0\"}\n");
   CHECK(format_lost("orders:42", owner_a) == "LOST orders:42 " + owner_a + "\n");
 }
 
 TEST_CASE("format_error never lets a message break the line", "[protocol]") {
-  const auto reply = format_error(error_code::internal, "bad\r\nthing\x01\x7f here");
+  const auto reply = format_error(err_code::internal, "bad\r\nthing\x01\x7f here");
   REQUIRE(reply.size() > 4);
   CHECK(reply.rfind("ERR INTERNAL bad", 0) == 0);
   CHECK(reply.back() == '\n');

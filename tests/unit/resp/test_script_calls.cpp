@@ -129,6 +129,8 @@ TEST_CASE("release, extend, fence bump and register replies decode", "[script_ca
   CHECK_FALSE(std::get<register_reply>(decode(request_kind::fleet_read, "*1\r\n$2\r\n12\r\n")).ok);
 
   CHECK(std::holds_alternative<seed_reply>(decode(request_kind::seed, ":1\r\n")));
+  CHECK(std::get<pttl_reply>(decode(request_kind::status, ":1500\r\n")).ms == 1500);
+  CHECK(std::get<pttl_reply>(decode(request_kind::status, ":-2\r\n")).ms == -2);
 }
 
 TEST_CASE("error replies decode the same for every call, NOSCRIPT told apart", "[script_calls]") {
