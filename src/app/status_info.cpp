@@ -37,6 +37,7 @@ nlohmann::json counters_json(const daemon_parts& parts) {
           {"renewed", c.renewed},
           {"delayed", c.delayed},
           {"fence_conflicts", c.fence_conflicts},
+          {"handovers", c.handovers},
           {"restarts", c.restarts},
           {"clock_jumps", c.clock_jumps},
           {"clock_jumps_backward", c.clock_jumps_backward},

@@ -55,6 +55,8 @@ std::optional<std::int64_t> late_result(const script_reply& reply) {
     return r->status; // {result, ..., TIME}
   if (const auto* r = std::get_if<extend_reply>(&reply))
     return r->result;
+  if (const auto* r = std::get_if<hand_over_reply>(&reply))
+    return r->grant.status; // the new owner's grant
   return std::nullopt;
 }
 

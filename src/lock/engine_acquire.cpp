@@ -33,6 +33,11 @@ void lock_engine::try_acquire(std::uint32_t slot) {
     add_deadline(*until, slot, op.serial, timer_kind::wait_retry);
     return;
   }
+  new_attempt(op);
+  begin_round(slot, op_phase::voting, request_kind::acquire);
+}
+
+void lock_engine::new_attempt(operation& op) {
   health_.granting(op.ttl_ms);
   // Every attempt is a new acquisition: a fresh owner, a fresh start time, a fresh proposal.
   op.owner = owners_.next();
@@ -40,7 +45,6 @@ void lock_engine::try_acquire(std::uint32_t slot) {
   op.lock.fence = fence_round(fences_.propose());
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
-  begin_round(slot, op_phase::voting, request_kind::acquire);
 }
 
 void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {

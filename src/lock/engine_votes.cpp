@@ -1,6 +1,7 @@
 // Reading masters' typed replies into votes, and noticing a master that lost a live key. Part of
 // lock_engine (the orchestrator is lock_engine.cpp); the per-kind rules are in decisions.cpp.
 #include "redlockd/lock/decisions.hpp"
+#include "redlockd/lock/handover.hpp"
 #include "redlockd/lock/lock_engine.hpp"
 
 #include <spdlog/spdlog.h>
@@ -45,6 +46,17 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const request
         log_->error("node {}: fence key '{}' holds a non-numeric value",
                     cfg_.nodes[node].to_string(), cfg_.fence_key);
       v = counted.cast;
+    }
+  } else if (const auto* hand = std::get_if<hand_over_reply>(&reply)) {
+    if (clock_ok(node, hand->grant.time, op)) {
+      const bool granted = hand->grant.complete && hand->grant.status == 1;
+      const hand_over_vote counted = count_hand_over(
+          *hand, fences_, op.lock.fence, op.lock.retry_ms, granted ? validity_now(op) : 0);
+      if (counted.waiter.bad_fence)
+        log_->error("node {}: fence key '{}' holds a non-numeric value",
+                    cfg_.nodes[node].to_string(), cfg_.fence_key);
+      op.lock.hand_over.record(node, counted);
+      v = counted.waiter.cast;
     }
   } else if (const auto* bump = std::get_if<fence_bump_reply>(&reply)) {
     v = count_fence_bump(*bump, fences_, op.lock.fence);

@@ -71,10 +71,12 @@ void lock_engine::unlock(const unlock_request& req, std::shared_ptr<reply_sink> 
   std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
   op.ttl_ms = 0;
   expect_lease(op);
+  const bool held_here = leases_.find(op.key, op.owner) || keeps_.find(op.key, op.owner);
   // An explicit UNLOCK of a KEEP lock ends its renewals whatever the nodes answer.
   if (const auto index = keeps_.index_of(op.key, op.owner))
     keeps_.drop(*index);
-  begin_round(slot, op_phase::voting, request_kind::release);
+  if (!start_hand_over(slot, held_here)) // a waiter here takes the lock over in the same round
+    begin_round(slot, op_phase::voting, request_kind::release);
 }
 
 void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> sink,
@@ -199,6 +201,7 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
   op.lock.queued = op.lock.keep = op.lock.keep_started = false;
+  op.lock.hand_over.active = false;
   op.watch = {};
   op.t0 = now_();
   op.lock.requested_at = op.t0;
@@ -288,6 +291,10 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   case request_kind::fence_bump:
     append_fence_bump(command_, by, keys_, op.lock.fence.proposed());
     break;
+  case request_kind::hand_over:
+    append_hand_over(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed(),
+                     view(op.lock.hand_over.from));
+    break;
   default:
     break;
   }
@@ -305,6 +312,8 @@ void lock_engine::decide(std::uint32_t slot) {
     return;
   switch (op.kind) {
   case op_kind::lock: {
+    if (op.lock.hand_over.active && !settle_hand_over(slot))
+      return;
     const bool reached = op.tally.state() == vote_tally::outcome::reached;
     const std::int64_t validity = reached || op.lock.fence.conflict() ? validity_now(op) : 0;
     decide_lock(slot, op.phase == op_phase::voting

@@ -41,12 +41,13 @@ std::optional<node_time> time_at(const redisReply& reply, std::size_t first) {
   return node_time{*seconds, *micros};
 }
 
-acquire_reply decode_acquire(const redisReply& reply) {
+// `fields`: 4 for acquire, 5 for hand_over (whose fifth is read by decode_hand_over).
+acquire_reply decode_acquire(const redisReply& reply, std::size_t fields = 4) {
   acquire_reply out;
   const std::size_t size = array_size(reply);
   if (size >= 3)
     out.status = as_integer(array_at(reply, 0));
-  out.complete = size == 4;
+  out.complete = size == fields;
   if (!out.complete)
     return out;
   out.time = time_at(reply, 2);
@@ -54,6 +55,13 @@ acquire_reply decode_acquire(const redisReply& reply) {
     out.fence = counter(array_at(reply, 1));
   else if (out.status == 0)
     out.holder_pttl = as_integer(array_at(reply, 1)).value_or(0);
+  return out;
+}
+
+hand_over_reply decode_hand_over(const redisReply& reply) {
+  hand_over_reply out{decode_acquire(reply, 5), std::nullopt};
+  if (out.grant.complete)
+    out.released = as_integer(array_at(reply, 4));
   return out;
 }
 
@@ -105,6 +113,14 @@ void append_fence_bump(std::string& out, script_by by, const register_keys& keys
   append_command(out, {verb, body, "1", keys.fence, decimal(proposal).view()});
 }
 
+void append_hand_over(std::string& out, script_by by, std::string_view key,
+                      const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
+                      std::uint64_t proposal, std::string_view releasing_owner) {
+  const auto [verb, body] = head(script::hand_over, by);
+  append_command(out, {verb, body, "3", key, keys.fence, keys.max_ttl, owner,
+                       decimal(ttl_ms).view(), decimal(proposal).view(), releasing_owner});
+}
+
 void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
                  std::uint64_t max_ttl_ms) {
   append_command(out, {"EVAL", script_source(script::seed), "2", keys.fence, keys.max_ttl,
@@ -121,6 +137,8 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   switch (kind) {
   case request_kind::acquire:
     return decode_acquire(reply);
+  case request_kind::hand_over:
+    return decode_hand_over(reply);
   case request_kind::release:
   case request_kind::cleanup:
     return release_reply{as_integer(reply)};

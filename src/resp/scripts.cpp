@@ -62,6 +62,29 @@ constexpr std::string_view seed_source = REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "r
                                                                               "raise(2, 2)\n"
                                                                               "return 1\n";
 
+// KEYS: lock key, fence key, max-TTL key. ARGV: owner, ttl ms, proposed token, releasing owner.
+// An UNLOCK that hands its lock to a waiter, in one step: where the key still holds the
+// releasing owner it gets the new owner and TTL; where it is absent it is set as acquire sets
+// it; elsewhere the new owner is refused. Answers as acquire does, with a fifth field as release
+// answers for the releasing owner: 1 its key was replaced, 0 another owner holds it, -1 gone.
+constexpr std::string_view hand_over_source =
+    REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "local t = redis.call('time')\n"
+                                         "local v = redis.call('get', KEYS[1])\n"
+                                         "local r = -1\n"
+                                         "if v == ARGV[4] then\n"
+                                         "  r = 1\n"
+                                         "  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+                                         "elseif v then\n"
+                                         "  r = 0\n"
+                                         "end\n"
+                                         "if r == 1 or redis.call('set', KEYS[1], ARGV[1], 'NX', "
+                                         "'PX', ARGV[2]) then\n"
+                                         "  local c = raise(2, 3)\n"
+                                         "  raise(3, 2)\n"
+                                         "  return {1, c, t[1], t[2], r}\n"
+                                         "end\n"
+                                         "return {0, redis.call('pttl', KEYS[1]), t[1], t[2], r}\n";
+
 #undef REDLOCKD_LUA_RAISE
 #undef REDLOCKD_LUA_LESS
 
@@ -122,8 +145,9 @@ std::string sha1_hex(std::string_view text) {
   return out;
 }
 
-constexpr std::string_view sources[script_count] = {acquire_source, release_source, extend_source,
-                                                    fence_bump_source, seed_source};
+constexpr std::string_view sources[script_count] = {acquire_source, release_source,
+                                                    extend_source,  fence_bump_source,
+                                                    seed_source,    hand_over_source};
 
 } // namespace
 
@@ -134,7 +158,7 @@ std::string_view script_source(script s) {
 std::string_view script_sha(script s) {
   static const std::string shas[script_count] = {sha1_hex(sources[0]), sha1_hex(sources[1]),
                                                  sha1_hex(sources[2]), sha1_hex(sources[3]),
-                                                 sha1_hex(sources[4])};
+                                                 sha1_hex(sources[4]), sha1_hex(sources[5])};
   return shas[static_cast<std::size_t>(s)];
 }
 

@@ -636,7 +636,8 @@ class cluster {
       detected_ += "daemon" + std::to_string(d) + ": restarts " + std::to_string(restarts) +
                    ", clock_jumps " + std::to_string(jumps) + ", key_losses " +
                    std::to_string(counter(d, "key_losses")) + ", clock_jumps_backward " +
-                   std::to_string(backward) + ", lost " + std::to_string(counter(d, "lost")) + "; ";
+                   std::to_string(backward) + ", lost " + std::to_string(counter(d, "lost")) +
+                   ", handovers " + std::to_string(counter(d, "handovers")) + "; ";
     }
     // Restarts while a daemon runs are counted by it (new run_id); a restart while it was down
     // is checked at its start (quarantined state), not here.

@@ -187,3 +187,45 @@ TEST_CASE("lock-delay follows a dropped KEEP connection but not an UNLOCK",
   CHECK(other.request("UNLOCK delayed " + later->owner) == "OK");
   CHECK(parse_lock_ok(other.request("LOCK delayed 5000")));
 }
+
+TEST_CASE("UNLOCK hands the lock to the waiter in one round: its owner and TTL on the masters, a "
+          "larger fence",
+          "[integration][wait][handover]") {
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  const lock_grant held = must_lock(holder, "LOCK handed 30000");
+  line_client waiter = env.client();
+  waiter.send("LOCK handed 7000 WAIT 20000\n");
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }, 5s));
+  // Its first attempt (refused: the holder's key is on every master) must be over: the head
+  // of the queue is handed the lock only between attempts.
+  std::this_thread::sleep_for(200ms);
+
+  const auto start = std::chrono::steady_clock::now();
+  holder.send("UNLOCK handed " + held.owner + "\n");
+  const std::string reply = waiter.read_line();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(holder.read_line() == "OK");
+  INFO("waiter got: " << reply);
+  const auto grant = parse_lock_ok(reply);
+  REQUIRE(grant);
+  CHECK(grant->owner != held.owner);
+  CHECK(grant->fence > held.fence);
+  CHECK(grant->validity_ms > 6800);
+  // One round on loopback: far less than the 20 ms a waiter's retry takes.
+  CHECK(waited < 20ms);
+  const auto holding = nodes_holding(env.fleet, "handed", grant->owner);
+  CHECK(holding.size() >= 3);
+  for (const auto i : holding) {
+    const long long pttl = env.fleet.pttl(i, "handed");
+    CHECK(pttl > 0);
+    CHECK(pttl <= 7000); // the waiter's TTL, not the holder's 30 s
+  }
+  CHECK(nodes_holding(env.fleet, "handed", held.owner).empty());
+  const auto counters = env.daemon.info().at("counters");
+  CHECK(counters.at("handovers") == 1);
+  CHECK(counters.at("released") == 1);
+  CHECK(counters.at("acquired") == 2);
+  CHECK(waiter.request("UNLOCK handed " + grant->owner) == "OK");
+  CHECK(lock_keys(env.fleet).empty());
+}

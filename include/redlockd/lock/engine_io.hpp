@@ -77,6 +77,7 @@ struct engine_counters {
   std::uint64_t clock_jumps_backward = 0; // backward ones: logged, not quarantined
   std::uint64_t key_losses = 0;           // live lock keys a master lost without restarting
   std::uint64_t delayed = 0;              // LOCKs refused by lock-delay
+  std::uint64_t handovers = 0;            // UNLOCKs that handed the lock to a waiter's round
 };
 
 // A generation counter for stale-reply and stale-timer checks: never 0, which marks requests

@@ -6,7 +6,8 @@
 // This class is the orchestrator: request -> rounds -> decide -> reply. The parts live beside it:
 // operation.hpp (an operation and its phases), decisions.hpp (votes and verdicts),
 // node_health.hpp (which masters vote: quarantine and re-seed), wait_queues.hpp, keep_locks.hpp,
-// leases.hpp (leases and lock-delay), release_cleanups.hpp, deadline_queue.hpp.
+// leases.hpp (leases and lock-delay), release_cleanups.hpp, deadline_queue.hpp, handover.hpp (an
+// UNLOCK handing its lock to the head waiter in one round).
 #pragma once
 
 #include "redlockd/config/config.hpp"
@@ -142,6 +143,7 @@ class lock_engine {
 
   // LOCK, WAIT and KEEP (engine_acquire.cpp)
   void try_acquire(std::uint32_t slot);
+  void new_attempt(operation& op); // a fresh owner, start time and fence proposal
   void decide_lock(std::uint32_t slot, const verdict& v);
   void start_fencing_round(std::uint32_t slot);
   void lock_acquired(std::uint32_t slot, std::int64_t validity);
@@ -154,6 +156,12 @@ class lock_engine {
   void renew(std::uint32_t index);
   void decide_renewal(std::uint32_t slot);
   void lose(std::uint32_t index);
+  // An UNLOCK handed over to the head waiter (engine_handover.cpp). start_hand_over runs the
+  // waiter's hand-over round for the UNLOCK in `unlock_slot` and returns true, or returns false
+  // (the UNLOCK releases normally). settle_hand_over answers the UNLOCK once its outcome is
+  // known and returns true when the waiter's round may then be judged as an acquisition.
+  bool start_hand_over(std::uint32_t unlock_slot, bool releaser_holds);
+  bool settle_hand_over(std::uint32_t slot);
   // A KEEP lock ends without an UNLOCK (lost, or its client gone): released everywhere, the
   // resource lock-delayed, its head waiter woken.
   void end_keep(std::uint32_t index);

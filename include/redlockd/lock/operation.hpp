@@ -4,6 +4,7 @@
 
 #include "redlockd/lock/engine_io.hpp"
 #include "redlockd/lock/fencing.hpp"
+#include "redlockd/lock/handover.hpp"
 #include "redlockd/lock/owner.hpp"
 #include "redlockd/lock/redlock.hpp"
 
@@ -25,7 +26,7 @@ enum class op_phase : std::uint8_t { idle, waiting, voting, fencing, draining };
 
 // The only moves an operation makes (operation::enter asserts them):
 //   idle -> waiting                    a request arrives (allocate)
-//   waiting -> voting                  an attempt or round starts
+//   waiting -> voting                  an attempt or round starts (a hand-over: the waiter's)
 //   waiting -> waiting                 a lock-delayed WAIT waits on
 //   waiting -> idle                    answered without a round (TOO_MANY, BUSY, timed out, gone)
 //   voting -> fencing                  granted, but the fence conflicts: another round
@@ -59,7 +60,8 @@ struct acquisition {
   bool keep = false;          // KEEP: counts against its connection's limit
   bool keep_started = false;  // the KEEP lock exists; it owns that count now
   clock_type::time_point wait_until{};
-  std::string last_failure; // the reply to give if the wait runs out
+  std::string last_failure;  // the reply to give if the wait runs out
+  hand_over_state hand_over; // while this attempt is an UNLOCK's hand-over round
 };
 
 // Key-loss detection. lock: the masters that granted. unlock, extend and renew: the masters that

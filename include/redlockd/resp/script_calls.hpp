@@ -35,6 +35,10 @@ void append_extend(std::string& out, script_by by, std::string_view key, const r
                    std::string_view owner, std::uint64_t ttl_ms);
 void append_fence_bump(std::string& out, script_by by, const register_keys& keys,
                        std::uint64_t proposal);
+// An UNLOCK's lock handed to a waiter: acquire's arguments and the releasing owner.
+void append_hand_over(std::string& out, script_by by, std::string_view key,
+                      const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
+                      std::uint64_t proposal, std::string_view releasing_owner);
 void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
                  std::uint64_t max_ttl_ms);                             // always by source
 void append_register_read(std::string& out, const register_keys& keys); // MGET of both
@@ -58,6 +62,12 @@ struct acquire_reply {
   std::optional<std::uint64_t> fence; // granted: the counter before this grant, if numeric
   std::int64_t holder_pttl = 0;       // refused: the holder's remaining TTL, 0 if unknown
   std::optional<node_time> time;      // when complete and parsable
+};
+
+// hand_over: acquire's four fields for the new owner, and release's answer for the releasing one.
+struct hand_over_reply {
+  acquire_reply grant;                  // complete when all five fields came
+  std::optional<std::int64_t> released; // 1 replaced, 0 another owner, -1 gone
 };
 
 // release (also the releases nobody waits for): 1 deleted, 0 another owner, -1 gone.
@@ -92,8 +102,9 @@ struct pttl_reply {
   std::optional<std::int64_t> ms;
 };
 
-using script_reply = std::variant<error_reply, acquire_reply, release_reply, extend_reply,
-                                  fence_bump_reply, register_reply, seed_reply, pttl_reply>;
+using script_reply =
+    std::variant<error_reply, acquire_reply, release_reply, extend_reply, fence_bump_reply,
+                 register_reply, seed_reply, pttl_reply, hand_over_reply>;
 
 // Decodes the reply to a request of `kind` (one the engine or the status reader sends).
 script_reply decode_script_reply(request_kind kind, const redisReply& reply);

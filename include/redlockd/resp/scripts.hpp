@@ -7,8 +7,15 @@
 
 namespace redlockd {
 
-enum class script : std::size_t { acquire = 0, release = 1, extend = 2, fence_bump = 3, seed = 4 };
-inline constexpr std::size_t script_count = 5;
+enum class script : std::size_t {
+  acquire = 0,
+  release = 1,
+  extend = 2,
+  fence_bump = 3,
+  seed = 4,
+  hand_over = 5
+};
+inline constexpr std::size_t script_count = 6;
 
 // Script source text.
 std::string_view script_source(script s);

@@ -75,6 +75,16 @@ std::string granted(std::uint64_t previous) {
   const std::string text = std::to_string(previous);
   return "*4\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time;
 }
+// The hand_over script's answer: granted to the new owner (or refused), and the releasing
+// owner's key replaced (1), held by another (0) or gone (-1).
+std::string handed(std::uint64_t previous, int released) {
+  const std::string text = std::to_string(previous);
+  return "*5\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
+         ":" + std::to_string(released) + "\r\n";
+}
+std::string not_handed(std::int64_t pttl) {
+  return "*5\r\n:0\r\n:" + std::to_string(pttl) + "\r\n" + master_time + ":0\r\n";
+}
 std::string refused(std::int64_t pttl) {
   return "*4\r\n:0\r\n:" + std::to_string(pttl) + "\r\n" + master_time;
 }
@@ -454,26 +464,175 @@ TEST_CASE("WAIT queues waiters first come, first served, and UNLOCK hands over a
   f.engine.lock(lock_of("r", 10000), d, 0);
   CHECK(d->lines[0] == "BUSY 0\n");
 
-  // The holder unlocks through this daemon: the head goes on the next timer turn, no polling.
+  // The holder unlocks through this daemon: the head gets the lock in the same round.
   f.nodes.sent.clear();
   f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
-  f.answer_all(request_kind::release, ":1\r\n", 3);
+  CHECK(f.count_sent(request_kind::release) == 0);
+  REQUIRE(f.count_sent(request_kind::hand_over) == 5);
+  f.answer_all(request_kind::hand_over, handed(1, 1), 3);
   CHECK(a->lines[1] == "OK\n");
-  f.advance(0us);
-  REQUIRE(f.count_sent(request_kind::acquire) == 5);
-  f.answer_all(request_kind::acquire, granted(0), 3);
   CHECK(b->lines[0].starts_with("OK "));
+  CHECK(f.count_sent(request_kind::acquire) == 0);
   CHECK(c->lines.empty());
   CHECK(f.engine.waiters() == 1);
 
   // c is next: b unlocks, c gets it.
   f.nodes.sent.clear();
   f.engine.unlock(unlock_request{"r", owner_in(b->lines[0])}, b, 1);
-  f.answer_all(request_kind::release, ":1\r\n", 3);
-  f.advance(0us);
-  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.answer_all(request_kind::hand_over, handed(3, 1), 3);
+  CHECK(b->lines[1] == "OK\n");
   CHECK(c->lines[0].starts_with("OK "));
   CHECK(f.engine.waiters() == 0);
+}
+
+namespace {
+// `holder` holds "r" (fence 1); `waiter` waits behind it after one refused attempt (it retries
+// 300-320 ms later).
+void hold_with_waiter(fixture& f, const std::shared_ptr<captured_replies>& holder,
+                      const std::shared_ptr<captured_replies>& waiter) {
+  f.engine.lock(lock_of("r", 10000), holder, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(holder->lines[0].starts_with("OK "));
+  f.engine.lock(waiting_lock("r", 10000, 5000), waiter, 0);
+  f.answer_all(request_kind::acquire, refused(300), 3);
+  REQUIRE(waiter->lines.empty());
+  f.nodes.sent.clear();
+}
+} // namespace
+
+TEST_CASE("a hand-over gives the waiter a fresh owner, a larger fence and validity from its round",
+          "[engine][handover]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  hold_with_waiter(f, a, b);
+  const std::string a_owner = owner_in(a->lines[0]);
+  f.now += 5ms;
+  f.engine.unlock(unlock_request{"r", a_owner}, a, 1);
+  const auto sent = f.nodes.of(request_kind::hand_over);
+  REQUIRE(sent.size() == 5);
+  CHECK(sent[0].bytes.find(std::string(script_sha(script::hand_over))) != std::string::npos);
+  CHECK(sent[0].bytes.find(a_owner) != std::string::npos);
+  f.now += 2ms; // validity counts from the start of the hand-over round, not the waiter's request
+  f.answer(0, request_kind::hand_over, handed(1, 1));
+  f.answer(2, request_kind::hand_over, handed(1, 1));
+  CHECK(b->lines.empty());
+  f.answer(4, request_kind::hand_over, handed(1, 1));
+  CHECK(a->lines[1] == "OK\n");
+  REQUIRE(b->lines.count(0) == 1);
+  const auto granted_b = words(b->lines[0]);
+  REQUIRE(granted_b.size() == 4);
+  CHECK(granted_b[1] != a_owner);
+  CHECK(sent[0].bytes.find(granted_b[1]) != std::string::npos); // the owner the masters hold
+  CHECK(std::stoull(granted_b[2]) > std::stoull(words(a->lines[0])[2]));
+  CHECK(std::stoll(granted_b[3]) == 10000 - 2 - 100 - 2); // 2 ms elapsed, drift 1% + 2 ms
+  CHECK(f.engine.counters().handovers == 1);
+  CHECK(f.engine.counters().released == 1);
+  CHECK(f.engine.waiters() == 0);
+  CHECK(f.count_sent(request_kind::cleanup) == 0);
+
+  // The new holder's lease is this daemon's: its UNLOCK (nobody waiting) releases normally.
+  f.engine.unlock(unlock_request{"r", granted_b[1]}, b, 1);
+  CHECK(f.count_sent(request_kind::release) == 5);
+}
+
+TEST_CASE("the releaser's OK needs its key on a quorum, even when the waiter already has one",
+          "[engine][handover]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  hold_with_waiter(f, a, b);
+  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
+  f.answer(0, request_kind::hand_over, handed(1, 1));
+  f.answer(1, request_kind::hand_over, handed(1, -1)); // the key had expired there: set anew
+  f.answer(2, request_kind::hand_over, handed(1, 1));
+  CHECK(a->lines.count(1) == 0); // found on two: the two others decide
+  CHECK(b->lines.empty());
+  f.answer(3, request_kind::hand_over, not_handed(4000));
+  CHECK(a->lines.count(1) == 0);
+  f.engine.on_failure(4, f.last_tag(4, request_kind::hand_over));
+  CHECK(a->lines[1] == "NOTHELD\n");
+  CHECK(b->lines[0].starts_with("OK ")); // three masters hold the waiter's owner
+  CHECK(f.engine.counters().notheld == 1);
+  // The master that did not answer may still hold the releaser's key.
+  const auto cleanups = f.nodes.of(request_kind::cleanup);
+  REQUIRE(cleanups.size() == 1);
+  CHECK(cleanups[0].node == 4);
+  CHECK(cleanups[0].bytes.find(owner_in(a->lines[0])) != std::string::npos);
+}
+
+TEST_CASE("a hand-over without validity for the waiter releases both owners, and the waiter "
+          "retries",
+          "[engine][handover]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  f.engine.lock(lock_of("r", 10000), a, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.engine.lock(waiting_lock("r", 100, 5000), b, 0); // 97 ms of validity at most
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.nodes.sent.clear();
+  const std::string a_owner = owner_in(a->lines[0]);
+  f.engine.unlock(unlock_request{"r", a_owner}, a, 1);
+  f.engine.on_failure(4, f.last_tag(4, request_kind::hand_over));
+  f.now += 98ms; // the masters answer after the waiter's validity ran out
+  f.answer_all(request_kind::hand_over, handed(1, 1), 3);
+  CHECK(a->lines[1] == "OK\n"); // its key was replaced on a quorum
+  CHECK(b->lines.empty());      // no grant: it retries
+  CHECK(f.engine.waiters() == 1);
+  // The waiter's owner everywhere, the releaser's where the script may not have run.
+  const auto cleanups = f.nodes.of(request_kind::cleanup);
+  REQUIRE(cleanups.size() == 5 + 1);
+  std::size_t releaser = 0;
+  for (const auto& c : cleanups)
+    releaser += c.bytes.find(a_owner) != std::string::npos ? 1 : 0;
+  CHECK(releaser == 1);
+  f.nodes.sent.clear();
+  f.advance(40ms); // the default retry plus the largest jitter
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  f.answer_all(request_kind::acquire, granted(3), 3);
+  CHECK(b->lines[0].starts_with("OK "));
+}
+
+TEST_CASE("a hand-over that meets a larger fence takes a fencing round", "[engine][handover]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  hold_with_waiter(f, a, b);
+  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
+  f.answer(0, request_kind::hand_over, handed(1, 1));
+  f.answer(1, request_kind::hand_over, handed(700, 1)); // another daemon handed out 700
+  f.answer(2, request_kind::hand_over, handed(1, 1));
+  CHECK(a->lines[1] == "OK\n");
+  CHECK(b->lines.empty());
+  REQUIRE(f.count_sent(request_kind::fence_bump) == 5);
+  f.answer_all(request_kind::fence_bump, "$3\r\n700\r\n", 3);
+  REQUIRE(b->lines.count(0) == 1);
+  CHECK(words(b->lines[0])[2] == "701");
+  CHECK(f.engine.counters().fence_conflicts == 1);
+}
+
+TEST_CASE("UNLOCK releases normally for a foreign owner or while the head's attempt is in flight",
+          "[engine][handover]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  hold_with_waiter(f, a, b);
+  // An owner this daemon did not grant (another daemon's, or a stale one).
+  f.engine.unlock(unlock_request{"r", "0123456789abcdef0123456789abcdef01234567"}, a, 1);
+  CHECK(f.count_sent(request_kind::hand_over) == 0);
+  CHECK(f.count_sent(request_kind::release) == 5);
+  f.answer_all(request_kind::release, ":0\r\n", 3);
+  CHECK(a->lines[1] == "NOTHELD\n");
+
+  // The head's own attempt is in flight (it retries at the refusal's hint).
+  f.nodes.sent.clear();
+  f.advance(321ms);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 2);
+  CHECK(f.count_sent(request_kind::hand_over) == 0);
+  CHECK(f.count_sent(request_kind::release) == 5);
+  CHECK(f.engine.counters().handovers == 0);
 }
 
 TEST_CASE("a waiter held off by another client retries when the holder's TTL suggests",
@@ -521,9 +680,7 @@ TEST_CASE("a waiter whose client left is never granted", "[engine][wait]") {
   CHECK(f.engine.waiters() == 1);
   f.nodes.sent.clear();
   f.engine.unlock(unlock_request{"r", owner_in(holder->lines[0])}, holder, 1);
-  f.answer_all(request_kind::release, ":1\r\n", 3);
-  f.advance(0us);
-  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.answer_all(request_kind::hand_over, handed(1, 1), 3);
   CHECK(leaver->lines.empty());
   CHECK(stayer->lines[0].starts_with("OK "));
 }
