@@ -954,6 +954,16 @@ std::vector<client_plan> plain_clients(std::int64_t ttl, std::int64_t hold_min,
           {1, "lease", ttl, hold_min, hold_max}};
 }
 
+// WAIT on both daemons, two WAIT clients on daemon 0: an UNLOCK with a waiter queued behind it
+// in the same daemon is frequent, so the schedule's faults meet hand-overs (INFO handovers).
+std::vector<client_plan> waiting_clients(std::int64_t ttl, std::int64_t hold_min,
+                                         std::int64_t hold_max) {
+  return {{0, "wait", ttl, hold_min, hold_max},
+          {1, "lease", ttl, hold_min, hold_max},
+          {0, "wait", ttl, hold_min, hold_max},
+          {1, "wait", ttl, hold_min, hold_max}};
+}
+
 // KEEP clients hold longer than the TTL: only the renewals keep their locks.
 std::vector<client_plan> keep_clients(std::int64_t ttl) {
   return {{0, "keep", ttl, ttl + 1000, ttl * 2},
@@ -1012,9 +1022,10 @@ std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
                     {1, "lease", 8000, 3500, 5000},
                     {0, "lease", 1000, 100, 400},
                     {1, "extend", 8000, 2500, 3000}};
-  } else if (schedule == "restart-daemon-down" || schedule == "split-daemons" ||
-             schedule == "clock-backward") {
+  } else if (schedule == "restart-daemon-down") {
     spec.clients = plain_clients(3000, 500, 1500);
+  } else if (schedule == "split-daemons" || schedule == "clock-backward") {
+    spec.clients = waiting_clients(3000, 500, 1500);
   } else if (schedule == "kill-daemon-keep" || schedule == "pause-daemon-keep") {
     spec.clients = {{0, "keep", 4000, 5000, 7000},
                     {1, "lease", 4000, 500, 1500},
