@@ -46,6 +46,8 @@ constexpr std::string_view usage = R"(usage: redlock-bench [options]
   --keep-per-conn N  KEEP locks per connection (default 500; the daemon allows 1000)
   --waiters N      park N waiters (LOCK ... WAIT) behind held locks during the run
   --waiters-per-resource N  (default 500; the daemon allows 1000)
+  --idle N         hold N idle connections during the run (each has sent one PING); the daemon
+                   must allow N + 1 connections (max_connections), N open files here and there
   --addr HOST:PORT daemon address (default 127.0.0.1:7400)
   --daemon-pid PID read the daemon's CPU time and RSS from /proc/PID
   --json           print one JSON line
@@ -63,6 +65,7 @@ struct options {
   int keep_per_conn = 500;
   int waiters = 0;
   int waiters_per_resource = 500;
+  int idle = 0;
   std::string host = "127.0.0.1";
   std::string port = "7400";
   int daemon_pid = 0;
@@ -114,6 +117,8 @@ options parse_options(int argc, char** argv) {
       opts.waiters = parse_number<int>(value(), "--waiters");
     else if (arg == "--waiters-per-resource")
       opts.waiters_per_resource = parse_number<int>(value(), "--waiters-per-resource");
+    else if (arg == "--idle")
+      opts.idle = parse_number<int>(value(), "--idle");
     else if (arg == "--daemon-pid")
       opts.daemon_pid = parse_number<int>(value(), "--daemon-pid");
     else if (arg == "--json")
@@ -134,7 +139,7 @@ options parse_options(int argc, char** argv) {
   }
   if (opts.connections < 0 || opts.pipeline < 1 || opts.resources < 1 || opts.seconds <= 0 ||
       opts.warmup < 0 || opts.keep < 0 || opts.keep_per_conn < 1 || opts.waiters < 0 ||
-      opts.waiters_per_resource < 1)
+      opts.waiters_per_resource < 1 || opts.idle < 0)
     die("option out of range");
   return opts;
 }
@@ -244,6 +249,7 @@ struct counters {
 
 constexpr std::size_t owner_length = 40;
 constexpr std::size_t read_buffer_bytes = 64 * 1024;
+constexpr std::size_t idle_read_buffer_bytes = 256; // reads one PONG
 
 class bench;
 
@@ -256,10 +262,11 @@ struct slot {
   std::array<char, owner_length> owner{};
 };
 
-enum class role { cycler, keeper, waiter };
+enum class role { cycler, keeper, waiter, idle };
 
 struct connection {
-  connection(net::io_context& io, role r) : socket(io), kind(r), in(read_buffer_bytes) {}
+  connection(net::io_context& io, role r)
+      : socket(io), kind(r), in(r == role::idle ? idle_read_buffer_bytes : read_buffer_bytes) {}
   tcp::socket socket;
   role kind;
   std::vector<char> in;
@@ -293,6 +300,7 @@ class bench {
       rss_before_kb_ = process_rss_kb(opts_.daemon_pid);
     setup_keepers();
     setup_waiters();
+    setup_idle();
     for (int i = 0; i < opts_.connections; ++i) {
       auto& c = open_connection(role::cycler);
       c.slots.resize(static_cast<std::size_t>(opts_.pipeline));
@@ -415,6 +423,21 @@ class bench {
     // The daemon reads the waiters asynchronously: wait until INFO counts them all.
     for (int tries = 0; tries < 100 && info_number("waiters") < opts_.waiters; ++tries)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  // Connections that each send one PING, read its PONG and then stay silent; in batches, so a
+  // daemon that stopped accepting shows up as a failed connect, not a full accept queue.
+  void setup_idle() {
+    constexpr int batch = 500;
+    for (int first = 0; first < opts_.idle; first += batch) {
+      const int last = std::min(opts_.idle, first + batch);
+      const std::size_t from = conns_.size();
+      for (int i = first; i < last; ++i)
+        net::write(open_connection(role::idle).socket, net::buffer(std::string_view("PING\n")));
+      for (std::size_t i = from; i < conns_.size(); ++i)
+        if (const std::string reply = read_line_sync(*conns_[i]); reply != "PONG")
+          die("idle connection " + std::to_string(first + (i - from)) + " got: " + reply);
+    }
   }
 
   // A number from the daemon's INFO JSON ("key":N), -1 if absent. Synchronous, setup/teardown only.
@@ -617,7 +640,8 @@ class bench {
       std::snprintf(
           buffer, sizeof buffer,
           "{\"tool\":\"redlock-bench\",\"c\":%d,\"p\":%d,\"r\":%u,\"ttl\":%llu,\"wait\":%lld,"
-          "\"keep\":%d,\"waiters\":%d,\"seconds\":%.3f,\"cycles\":%llu,\"cycles_per_s\":%.1f,"
+          "\"keep\":%d,\"waiters\":%d,\"idle\":%d,\"seconds\":%.3f,\"cycles\":%llu,\"cycles_per_"
+          "s\":%.1f,"
           "\"busy\":%llu,\"noquorum\":%llu,\"notheld\":%llu,\"errors\":%llu,\"lost\":%llu,"
           "\"acquires\":%llu,\"acquire_p50_us\":%llu,\"acquire_p99_us\":%llu,"
           "\"acquire_p999_us\":%llu,\"client_cpu_us_per_cycle\":%.2f,\"daemon_cpu_us\":%llu,"
@@ -626,7 +650,7 @@ class bench {
           opts_.connections, opts_.pipeline, opts_.resources,
           static_cast<unsigned long long>(opts_.ttl_ms),
           opts_.wait_ms ? static_cast<long long>(*opts_.wait_ms) : -1LL, opts_.keep, opts_.waiters,
-          window_seconds_, static_cast<unsigned long long>(counts_.cycles), per_s,
+          opts_.idle, window_seconds_, static_cast<unsigned long long>(counts_.cycles), per_s,
           static_cast<unsigned long long>(counts_.busy),
           static_cast<unsigned long long>(counts_.noquorum),
           static_cast<unsigned long long>(counts_.notheld),
@@ -642,10 +666,10 @@ class bench {
       std::cout << buffer << std::endl;
       return;
     }
-    std::printf("window        %.2f s, c=%d p=%d r=%u ttl=%llu%s keep=%d waiters=%d\n",
+    std::printf("window        %.2f s, c=%d p=%d r=%u ttl=%llu%s keep=%d waiters=%d idle=%d\n",
                 window_seconds_, opts_.connections, opts_.pipeline, opts_.resources,
                 static_cast<unsigned long long>(opts_.ttl_ms), opts_.wait_ms ? " WAIT" : "",
-                opts_.keep, opts_.waiters);
+                opts_.keep, opts_.waiters, opts_.idle);
     std::printf("cycles        %llu (%.0f /s)\n", static_cast<unsigned long long>(counts_.cycles),
                 per_s);
     std::printf("replies       busy %llu, noquorum %llu, notheld %llu, errors %llu, lost %llu\n",

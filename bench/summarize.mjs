@@ -60,6 +60,11 @@ row("daemon RSS: fresh / 10,000 KEEP locks / 10,000 waiters (MiB)",
     `${n(m("mem_keep", "daemon_rss_before_kb") / 1024, 1)} / ` +
       `${n(m("mem_keep", "daemon_rss_kb") / 1024, 1)} / ` +
       `${n(m("mem_waiters", "daemon_rss_kb") / 1024, 1)}`, "", "", "");
+const idle_n = m("mem_idle", "idle");
+const idle_kb = m("mem_idle", "daemon_rss_kb"), idle_fresh_kb = m("mem_idle", "daemon_rss_before_kb");
+row(`daemon RSS with ${n(idle_n)} idle connections: MiB (fresh; bytes per connection)`,
+    `${n(idle_kb / 1024, 1)} (${n(idle_fresh_kb / 1024, 1)}; ` +
+      `${n((idle_kb - idle_fresh_kb) * 1024 / idle_n)})`, "", "", "");
 row("Redis ceiling: daemon's acquire + release scripts by EVALSHA, -P 16: cycles/s",
     "", "", "", n(ceiling));
 row("  acquire / release ops/s (sum of 5 masters)",

@@ -11,6 +11,22 @@ void batch_writer::discard() {
   ++epoch_;
 }
 
+void batch_writer::release_spare(std::size_t keep) {
+  release_above_ = keep;
+  trim();
+}
+
+void batch_writer::trim() {
+  if (!release_above_)
+    return;
+  if (pending_.empty() && pending_.capacity() > *release_above_)
+    std::string().swap(pending_);
+  if (!in_flight_ && writing_.capacity() > *release_above_)
+    std::string().swap(writing_);
+  if (pending_.empty() && !in_flight_)
+    release_above_.reset();
+}
+
 void batch_writer::schedule() {
   if (flush_posted_ || in_flight_ || pending_.empty())
     return;
@@ -41,6 +57,7 @@ void batch_writer::write_pending() {
 void batch_writer::on_written(std::uint64_t epoch, const error_code_t& ec) {
   in_flight_ = false;
   writing_.clear();
+  trim();
   if (epoch != epoch_ || !owner_.on_written(ec))
     return;
   write_pending(); // what was appended meanwhile

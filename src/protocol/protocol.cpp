@@ -259,6 +259,14 @@ line_splitter::status line_splitter::next(std::string_view& line) {
   return status::line;
 }
 
+void line_splitter::release_spare(std::size_t keep) {
+  if (buffer_.capacity() <= keep || buffered() > keep)
+    return;
+  std::string rest = buffer_.substr(consumed_); // scanned_ counts from consumed_: still valid
+  buffer_.swap(rest);
+  consumed_ = 0;
+}
+
 std::string format_ok() {
   return "OK\n";
 }

@@ -12,7 +12,12 @@
 namespace redlockd {
 namespace {
 
-constexpr std::size_t read_chunk = 16 * 1024;
+// An idle connection reads into 1 KiB (a pipeline of 8 LOCKs fits); a read that fills it grows
+// the buffer to 16 KiB for the rest of the burst, and one that brings 1 KiB or less gives it
+// back, with what the burst left in the line buffer and the writer over 4 KiB.
+constexpr std::size_t read_quiet = 1024;
+constexpr std::size_t read_burst = 16 * 1024;
+constexpr std::size_t spare_kept = 4 * 1024;
 // Past either bound a client that does not read its replies stops being read.
 constexpr std::size_t max_pending_replies = 4096;
 constexpr std::size_t max_pending_bytes = 1 << 20;
@@ -26,9 +31,10 @@ constexpr std::size_t lines_per_turn = 64;
 client_session::client_session(tcp::socket socket, listener& server, session_context& context,
                                std::uint64_t id, tls_context* tls)
     : stream_(std::move(socket)), server_(server), context_(context), id_(id),
-      lines_(context.cfg.max_line_bytes), read_buffer_(read_chunk), writer_(stream_, *this),
-      resume_(stream_.get_executor()), partial_timer_(stream_.get_executor()),
-      auth_(!context.cfg.client_secret.empty()), auth_timer_(stream_.get_executor()) {
+      lines_(context.cfg.max_line_bytes), read_buffer_(read_quiet, read_burst),
+      writer_(stream_, *this), resume_(stream_.get_executor()),
+      partial_timer_(stream_.get_executor()), auth_(!context.cfg.client_secret.empty()),
+      auth_timer_(stream_.get_executor()) {
   if (tls != nullptr)
     stream_.start_tls(*tls);
   error_code_t ec;
@@ -90,7 +96,8 @@ awaitable<void> client_session::read_requests() {
     if (closed_)
       co_return;
     error_code_t ec;
-    const std::size_t n = co_await stream_.read_some(net::buffer(read_buffer_), ec);
+    const auto space = read_buffer_.space();
+    const std::size_t n = co_await stream_.read_some(net::buffer(space.data(), space.size()), ec);
     if (ec) {
       if (ec == net::error::eof && !used_engine_state_) {
         // Half-closed (`nc -N`, `printf ... | nc -q 1`): answer what came, then close.
@@ -105,7 +112,8 @@ awaitable<void> client_session::read_requests() {
     }
     if (reading_done_ || closed_)
       co_return; // draining for shutdown: requests that come now are not read
-    lines_.feed({read_buffer_.data(), n});
+    lines_.feed({read_buffer_.space().data(), n});
+    const bool quiet = read_buffer_.filled(n);
     bool completed_line = false;
     std::string_view line;
     for (std::size_t handled = 1;; ++handled) {
@@ -131,6 +139,10 @@ awaitable<void> client_session::read_requests() {
       completed_line = true;
       if (reading_done_ || closed_)
         break;
+    }
+    if (quiet) {
+      lines_.release_spare(spare_kept);
+      writer_.release_spare(spare_kept);
     }
     watch_partial_line(completed_line);
     finish_if_done();

@@ -135,3 +135,37 @@ TEST_CASE("a client that never reads its replies stops being read - others are s
   WARN("client sent " << sent / 1024 << " KiB without reading; daemon RSS " << rss_before
                       << " KiB -> " << rss_after << " KiB");
 }
+
+TEST_CASE("lines longer than an idle connection's read buffer, bursts and a partial line after "
+          "one are all read - LINE_TOO_LONG stays",
+          "[integration][limits]") {
+  fleet_and_daemon env;
+  line_client c = env.client();
+  // An idle connection reads 1 KiB at a time: lines of 3 KiB arrive over several reads.
+  const std::string word(3000, 'w');
+  CHECK(c.request("PING " + word) == "PONG " + word);
+  // 2,000 pipelined requests (about 20 KiB) in one send: answered in order.
+  std::string burst;
+  for (int i = 0; i < 2000; ++i)
+    burst += "PING " + std::to_string(i) + (i % 100 == 0 ? word : "") + "\n";
+  c.send(burst);
+  for (int i = 0; i < 2000; ++i) {
+    const std::string expected = "PONG " + std::to_string(i) + (i % 100 == 0 ? word : "");
+    REQUIRE(c.read_line() == expected);
+  }
+  // A short read after the burst gives its buffers back, with this partial line in them.
+  c.send("PING par");
+  std::this_thread::sleep_for(100ms);
+  c.send("tial\nPING next\n");
+  CHECK(c.read_line() == "PONG partial");
+  CHECK(c.read_line() == "PONG next");
+  // And the next burst grows them again.
+  c.send(burst);
+  for (int i = 0; i < 2000; ++i)
+    REQUIRE(starts_with(c.read_line(), "PONG " + std::to_string(i)));
+  // One byte over max_line_bytes (4096), sent after a short request: LINE_TOO_LONG and a close.
+  c.send("PING\n" + std::string(4097, 'x'));
+  CHECK(c.read_line() == "PONG");
+  CHECK(starts_with(c.read_line(), "ERR LINE_TOO_LONG "));
+  CHECK(c.closed_by_peer(3s));
+}

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,10 +49,17 @@ class batch_writer {
   // the next append after it.
   void discard();
 
+  // After a burst: gives back buffer capacity over `keep` bytes, now for what is not in use and
+  // for the write in flight once it completes. A busy connection that never calls it keeps its
+  // buffers, so a steady stream of writes allocates nothing.
+  void release_spare(std::size_t keep);
+
   // Appended and not yet handed to a write.
   std::size_t queued_bytes() const { return pending_.size(); }
   // Appended and not yet written: queued or in flight.
   std::size_t unwritten_bytes() const { return pending_.size() + writing_.size(); }
+  // Bytes the two buffers hold, used or not.
+  std::size_t capacity() const { return pending_.capacity() + writing_.capacity(); }
   // Nothing queued, no flush posted, no write in flight.
   bool idle() const { return pending_.empty() && !flush_posted_ && !in_flight_; }
 
@@ -59,6 +67,7 @@ class batch_writer {
   void schedule();
   void write_pending();
   void on_written(std::uint64_t epoch, const error_code_t& ec);
+  void trim();
 
   stream& out_;
   owner& owner_;
@@ -68,6 +77,7 @@ class batch_writer {
   bool flush_posted_ = false;
   bool in_flight_ = false;
   std::uint64_t epoch_ = 0; // bumped by discard(): a completion from before is not reported
+  std::optional<std::size_t> release_above_; // release_spare() asked for; not yet all done
 };
 
 } // namespace redlockd

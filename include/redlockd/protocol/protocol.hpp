@@ -106,6 +106,12 @@ class line_splitter {
   status next(std::string_view& line);
 
   std::size_t buffered() const { return buffer_.size() - consumed_; }
+  // Bytes the buffer holds, used or not.
+  std::size_t capacity() const { return buffer_.capacity(); }
+
+  // After a burst: gives back the capacity a burst left if it is over `keep` bytes, keeping the
+  // unfinished line (copied when it is no longer than `keep`; a longer one keeps the buffer).
+  void release_spare(std::size_t keep);
 
  private:
   std::size_t max_line_bytes_;

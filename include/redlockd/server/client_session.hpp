@@ -9,6 +9,7 @@
 #include "redlockd/metrics/metrics.hpp"
 #include "redlockd/net/batch_writer.hpp"
 #include "redlockd/net/net.hpp"
+#include "redlockd/net/read_buffer.hpp"
 #include "redlockd/net/stream.hpp"
 #include "redlockd/protocol/protocol.hpp"
 
@@ -89,7 +90,7 @@ class client_session : public reply_sink,
   session_context& context_;
   std::uint64_t id_;
   line_splitter lines_;
-  std::vector<char> read_buffer_;
+  read_buffer read_buffer_; // small while idle, grown for a burst
 
   // Replies not yet written, by sequence number from first_seq_.
   struct pending_reply {

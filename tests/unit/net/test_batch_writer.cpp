@@ -142,3 +142,38 @@ TEST_CASE("a failed write is reported to the owner", "[batch_writer]") {
   CHECK(owner.last_error);
   CHECK(writer.unwritten_bytes() == 0);
 }
+
+TEST_CASE("release_spare gives back the capacity a burst left", "[batch_writer]") {
+  connection c;
+  counting_owner owner;
+  batch_writer writer(c.out, owner);
+  const std::string burst(20000, 'b');
+  writer.append(burst);
+  c.run_until(owner.drained, 1);
+  CHECK(c.read(burst.size()) == burst);
+  CHECK(writer.capacity() >= burst.size()); // kept: the next burst allocates nothing
+  writer.release_spare(1024);
+  CHECK(writer.capacity() <= 1024);
+  // Writes carry on as before.
+  c.io.restart();
+  writer.append("more\n");
+  c.run_until(owner.drained, 2);
+  CHECK(c.read(5) == "more\n");
+}
+
+TEST_CASE("release_spare during a write gives back its buffer once it is out", "[batch_writer]") {
+  connection c;
+  counting_owner owner;
+  batch_writer writer(c.out, owner);
+  const std::string burst(20000, 'b');
+  writer.append(burst);
+  REQUIRE(c.io.poll_one() == 1); // the posted flush: the write is now in flight
+  REQUIRE(writer.queued_bytes() == 0);
+  writer.release_spare(1024);
+  CHECK(writer.capacity() >= burst.size()); // in use
+  writer.append("tail\n");
+  c.run_until(owner.drained, 1);
+  CHECK(owner.writes == 2);
+  CHECK(c.read(burst.size() + 5) == burst + "tail\n");
+  CHECK(writer.capacity() <= 1024);
+}

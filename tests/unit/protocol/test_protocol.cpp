@@ -501,3 +501,40 @@ TEST_CASE("parser errors round-trip through format_error", "[protocol]") {
   const auto u = parse_err("FOO");
   CHECK(format_error(u.code, u.message) == "ERR UNKNOWN_COMMAND unknown command 'FOO'\n");
 }
+
+TEST_CASE("line_splitter gives back a burst's capacity and keeps the unfinished line",
+          "[protocol]") {
+  line_splitter s(4096);
+  std::string burst;
+  for (int i = 0; i < 500; ++i)
+    burst += "PING " + std::to_string(i) + "\n";
+  burst += "PING unfin"; // a partial line at the end of the burst
+  s.feed(burst);
+  std::string_view line;
+  int lines = 0;
+  while (s.next(line) == line_splitter::status::line)
+    ++lines;
+  CHECK(lines == 500);
+  REQUIRE(s.capacity() > 4096);
+  s.release_spare(1024);
+  CHECK(s.capacity() < 1024);
+  CHECK(s.buffered() == 10);
+  s.feed("ished\nPING next\n");
+  REQUIRE(s.next(line) == line_splitter::status::line);
+  CHECK(line == "PING unfinished");
+  REQUIRE(s.next(line) == line_splitter::status::line);
+  CHECK(line == "PING next");
+  CHECK(s.next(line) == line_splitter::status::need_more);
+}
+
+TEST_CASE("line_splitter keeps its buffer while a long line is unfinished", "[protocol]") {
+  line_splitter s(4096);
+  std::string_view line;
+  s.feed(std::string(3000, 'x'));
+  CHECK(s.next(line) == line_splitter::status::need_more);
+  const std::size_t held = s.capacity();
+  s.release_spare(1024); // 3000 bytes of line: more than it may keep, nothing is copied
+  CHECK(s.capacity() == held);
+  s.feed(std::string(1097, 'x'));
+  CHECK(s.next(line) == line_splitter::status::too_long);
+}
