@@ -3,8 +3,6 @@
 #include "redlockd/net/tls.hpp"
 #include "redlockd/resp/scripts.hpp"
 
-#include <boost/asio/connect.hpp>
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -24,7 +22,7 @@ std::chrono::milliseconds stall_limit(const config& cfg) {
 
 redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address, const config& cfg,
                        link_events& events, std::shared_ptr<spdlog::logger> log)
-    : io_(io), index_(index), address_(std::move(address)), cfg_(cfg), log_(std::move(log)),
+    : io_(io), index_(index), to_{std::move(address), nullptr, {}}, cfg_(cfg), log_(std::move(log)),
       events_(events), stream_(io), connect_timer_(io), health_timer_(io), backoff_timer_(io),
       read_buffer_(read_chunk), writer_(stream_, *this), handshake_(cfg),
       jitter_(std::random_device{}()) {}
@@ -32,7 +30,7 @@ redis_link::redis_link(net::io_context& io, std::size_t index, endpoint address,
 redis_link::~redis_link() = default;
 
 void redis_link::start() {
-  const std::string name = "node " + address_.to_string();
+  const std::string name = "node " + to_.address.to_string();
   net::co_spawn(io_, run(), log_failure{log_, name + " connection loop"});
   net::co_spawn(io_, check_health(), log_failure{log_, name + " health check"});
 }
@@ -64,7 +62,7 @@ void redis_link::reload_scripts() {
   if (reload_in_progress_ || state_ != state::ok)
     return;
   reload_in_progress_ = true;
-  log_->warn("node {} lost its scripts; loading them again", address_.to_string());
+  log_->warn("node {} lost its scripts; loading them again", to_.address.to_string());
   for (const link_request& step : link_handshake::script_reloads())
     send(step.tag, step.command);
 }
@@ -73,67 +71,30 @@ void redis_link::drop_connection(std::string_view why) {
   if (!stream_.is_open())
     return;
   if (state_ == state::ok)
-    log_->warn("node {} down: {}", address_.to_string(), why);
+    log_->warn("node {} down: {}", to_.address.to_string(), why);
   stream_.close(); // the reader sees the error and the run loop reconnects
 }
 
-std::chrono::milliseconds redis_link::next_backoff() {
-  // Exponential, capped, and jittered into [d/2, d] so that daemons do not reconnect in step.
-  // 2^20 takes the smallest redis_backoff_min_ms past the largest redis_backoff_max_ms.
-  const unsigned shift = std::min(failures_, 20u);
-  const auto ceiling = std::min<std::chrono::milliseconds>(
-      std::chrono::milliseconds(cfg_.redis_backoff_min_ms) * (1u << shift),
-      std::chrono::milliseconds(cfg_.redis_backoff_max_ms));
-  std::uniform_int_distribution<long> pick(ceiling.count() / 2, ceiling.count());
-  return std::chrono::milliseconds(pick(jitter_));
-}
-
 awaitable<void> redis_link::run() {
-  tcp::resolver resolver(io_);
   while (!stopping_) {
     state_ = state::connecting;
     error_code_t ec;
-    auto endpoints = co_await resolver.async_resolve(address_.host, std::to_string(address_.port),
-                                                     net::redirect_error(net::use_awaitable, ec));
-    std::string why; // for the log, when this attempt fails
-    if (!ec) {
-      // A master that accepts nothing must not hold us past the connect timeout.
-      connect_timer_.expires_after(std::chrono::milliseconds(cfg_.redis_connect_timeout_ms));
-      connect_timer_.async_wait([this](const error_code_t& timer_ec) {
-        if (!timer_ec)
-          stream_.close();
-      });
-      co_await net::async_connect(stream_.socket(), endpoints,
-                                  net::redirect_error(net::use_awaitable, ec));
-      if (!ec && tls_) {
-        // The connect timer bounds the handshake too. TLS state is per connection: a fresh one.
-        tls_stream& tls = stream_.start_tls(*tls_);
-        co_await tls.connect(tls_server_name_, ec);
-        if (ec)
-          why = stream_.is_open() ? "TLS handshake failed: " + tls.describe(ec)
-                                  : "TLS handshake timed out";
-      }
-      connect_timer_.cancel();
-      if (!ec && !stream_.is_open())
-        ec = net::error::timed_out;
-    }
-    if (ec || stopping_) {
-      if (why.empty())
-        why = ec.message();
+    const std::string why = co_await connect_to_master(
+        stream_, connect_timer_, to_, std::chrono::milliseconds(cfg_.redis_connect_timeout_ms));
+    if (!why.empty() || stopping_) {
       if (failures_ == 0 && !stopping_)
-        log_->warn("node {} unreachable: {}; retrying", address_.to_string(), why);
+        log_->warn("node {} unreachable: {}; retrying", to_.address.to_string(), why);
       else
-        log_->debug("node {} still unreachable: {}", address_.to_string(), why);
+        log_->debug("node {} still unreachable: {}", to_.address.to_string(), why);
       // Down until the next attempt starts, so INFO tells a failing node from one that connects.
       state_ = state::down;
       stream_.close();
       ++failures_;
-      backoff_timer_.expires_after(next_backoff());
+      backoff_timer_.expires_after(reconnect_backoff(cfg_, failures_, jitter_));
       co_await backoff_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
       continue;
     }
 
-    stream_.socket().set_option(tcp::no_delay(true), ec);
     reader_.reset();
     state_ = state::handshaking;
     reload_in_progress_ = false;
@@ -156,7 +117,7 @@ awaitable<void> redis_link::run() {
     ++failures_;
     if (stopping_)
       break;
-    backoff_timer_.expires_after(next_backoff());
+    backoff_timer_.expires_after(reconnect_backoff(cfg_, failures_, jitter_));
     co_await backoff_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
 }
@@ -167,7 +128,7 @@ awaitable<void> redis_link::read_replies() {
     const std::size_t n = co_await stream_.read_some(net::buffer(read_buffer_), ec);
     if (ec) {
       if (state_ == state::ok && !stopping_)
-        log_->warn("node {} down: {}", address_.to_string(), ec.message());
+        log_->warn("node {} down: {}", to_.address.to_string(), ec.message());
       co_return;
     }
     last_progress_ = clock_type::now();
@@ -179,7 +140,8 @@ awaitable<void> redis_link::read_replies() {
       if (status == reply_reader::status::need_more)
         break;
       if (status == reply_reader::status::protocol_error || pipeline_.empty()) {
-        log_->error("node {}: unparsable or unexpected reply; reconnecting", address_.to_string());
+        log_->error("node {}: unparsable or unexpected reply; reconnecting",
+                    to_.address.to_string());
         co_return;
       }
       handle_reply(pipeline_.pop(), *reply);
@@ -208,7 +170,7 @@ void redis_link::on_time_reply(const redisReply& reply) {
 
 void redis_link::on_handshake_event(const handshake_event& event) {
   using kind = handshake_event::kind;
-  const std::string node = address_.to_string();
+  const std::string node = to_.address.to_string();
   switch (event.what) {
   case kind::auth_refused:
     if (!auth_refused_)
@@ -265,9 +227,9 @@ void redis_link::mark_up() {
   rtt_us_ =
       std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - ping_sent_).count();
   if (failures_ > 0)
-    log_->info("node {} up (after {} failed attempts)", address_.to_string(), failures_);
+    log_->info("node {} up (after {} failed attempts)", to_.address.to_string(), failures_);
   else
-    log_->info("node {} up", address_.to_string());
+    log_->info("node {} up", to_.address.to_string());
   failures_ = 0;
   events_.on_ready(index_);
 }

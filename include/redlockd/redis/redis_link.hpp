@@ -9,6 +9,7 @@
 #include "redlockd/net/stream.hpp"
 #include "redlockd/redis/link_events.hpp"
 #include "redlockd/redis/link_handshake.hpp"
+#include "redlockd/redis/master_connect.hpp"
 #include "redlockd/resp/pipeline.hpp"
 #include "redlockd/resp/resp.hpp"
 
@@ -38,8 +39,8 @@ class redis_link : private batch_writer::owner {
   // Every connection runs a TLS handshake and verifies the master's certificate against
   // `server_name` (call before start()).
   void use_tls(std::shared_ptr<tls_context> context, std::string server_name) {
-    tls_ = std::move(context);
-    tls_server_name_ = std::move(server_name);
+    to_.tls = std::move(context);
+    to_.tls_server_name = std::move(server_name);
   }
   void start();
   void stop();
@@ -49,7 +50,7 @@ class redis_link : private batch_writer::owner {
   // Its maxmemory-policy could evict lock keys.
   bool unsafe() const { return unsafe_; }
   state current_state() const { return state_; }
-  const endpoint& address() const { return address_; }
+  const endpoint& address() const { return to_.address; }
   std::int64_t rtt_us() const { return rtt_us_; }
   // The master refused the last AUTH (wrong redis_username or password).
   bool auth_refused() const { return auth_refused_; }
@@ -71,18 +72,15 @@ class redis_link : private batch_writer::owner {
   void mark_up();
   bool on_written(const error_code_t& ec) override;
   void drop_connection(std::string_view why);
-  std::chrono::milliseconds next_backoff();
 
   net::io_context& io_;
   std::size_t index_;
-  endpoint address_;
+  master_address to_;
   const config& cfg_;
   std::shared_ptr<spdlog::logger> log_;
   link_events& events_;
 
-  stream stream_;                    // a fresh TLS layer for each connection when tls_ is set
-  std::shared_ptr<tls_context> tls_; // null: plaintext
-  std::string tls_server_name_;
+  stream stream_; // a fresh TLS layer for each connection when to_.tls is set
   net::steady_timer connect_timer_;
   net::steady_timer health_timer_;
   net::steady_timer backoff_timer_;
