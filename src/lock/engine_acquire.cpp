@@ -165,6 +165,21 @@ void lock_engine::wake_head(const std::string& key, clock_type::time_point when)
     add_deadline(when, head->slot, head->serial, timer_kind::wait_retry);
 }
 
+void lock_engine::on_released(std::string_view key) {
+  wake_key_.assign(key);
+  const auto head = queues_.head(wake_key_);
+  if (!head || slots_[head->slot].phase != op_phase::waiting)
+    return; // nobody waits here, or the head is trying already
+  ++counters_.wakeups;
+  try_acquire(head->slot);
+}
+
+void lock_engine::on_wake_channel_resumed() {
+  queues_.for_each_head([this](const std::string& key, const wait_queues::waiter&) {
+    wake_head(key, now_() + jitter(default_retry_ms));
+  });
+}
+
 std::chrono::milliseconds lock_engine::jitter(std::uint64_t up_to_ms) {
   std::uniform_int_distribution<std::uint64_t> pick(0, up_to_ms);
   return std::chrono::milliseconds(pick(random_));

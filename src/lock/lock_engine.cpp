@@ -19,7 +19,7 @@ lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog:
               [this](clock_type::time_point when, std::uint32_t node, std::uint64_t stamp) {
                 add_deadline(when, node, stamp, timer_kind::node);
               }),
-      leases_(cfg.lock_delay_ms, now_), cleanups_(io, cfg.nodes.size()),
+      leases_(cfg.lock_delay_ms, now_), cleanups_(io, cfg.nodes.size(), keys_),
       random_(std::random_device{}()) {}
 
 // ---------------------------------------------------------------------------------------------
@@ -280,10 +280,15 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   const std::string_view owner = view(op.owner);
   switch (kind) {
   case request_kind::acquire:
-    append_acquire(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed());
+    if (op.lock.queued) // a refusal marks that this daemon waits: the release will wake it
+      append_acquire_wait(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed(),
+                          wait_marker(marker_, keys_, op.key),
+                          ms_until(now_(), op.lock.wait_until));
+    else
+      append_acquire(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed());
     break;
   case request_kind::release:
-    append_release(command_, by, op.key, owner);
+    append_release(command_, by, op.key, owner, keys_, wait_marker(marker_, keys_, op.key));
     break;
   case request_kind::extend:
     append_extend(command_, by, op.key, keys_, owner, op.ttl_ms);

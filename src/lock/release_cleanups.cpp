@@ -50,7 +50,9 @@ void release_cleanups::on(std::size_t node, std::string_view key, const owner_id
 
 void release_cleanups::format(std::uint32_t index, script_by by) {
   command_.clear();
-  append_release(command_, by, entries_[index].key, view(entries_[index].owner));
+  const std::string& key = entries_[index].key;
+  append_release(command_, by, key, view(entries_[index].owner), keys_,
+                 wait_marker(marker_, keys_, key));
 }
 
 void release_cleanups::send(std::size_t node, std::uint32_t index) {

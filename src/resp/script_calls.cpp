@@ -3,6 +3,7 @@
 #include "redlockd/resp/resp.hpp"
 #include "redlockd/resp/scripts.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace redlockd {
@@ -96,9 +97,19 @@ void append_acquire(std::string& out, script_by by, std::string_view key, const 
                        decimal(ttl_ms).view(), decimal(proposal).view()});
 }
 
-void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner) {
+void append_acquire_wait(std::string& out, script_by by, std::string_view key,
+                         const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
+                         std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms) {
+  const auto [verb, body] = head(script::acquire_wait, by);
+  append_command(out, {verb, body, "4", key, keys.fence, keys.max_ttl, marker, owner,
+                       decimal(ttl_ms).view(), decimal(proposal).view(),
+                       decimal(std::max<std::uint64_t>(wait_ms, 1)).view()});
+}
+
+void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
+                    const register_keys& keys, std::string_view marker) {
   const auto [verb, body] = head(script::release, by);
-  append_command(out, {verb, body, "1", key, owner});
+  append_command(out, {verb, body, "2", key, marker, owner, keys.wake});
 }
 
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,

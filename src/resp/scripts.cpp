@@ -1,5 +1,6 @@
 #include "redlockd/resp/scripts.hpp"
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -33,13 +34,18 @@ constexpr std::string_view acquire_source =
                                          "end\n"
                                          "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
-// KEYS: lock key. ARGV: owner. 1 if deleted, 0 if the key holds another owner, -1 if it is gone
-// (the daemon tells a lost key from a lock taken over by someone else).
+// KEYS: lock key, wait marker. ARGV: owner, wake channel. 1 if deleted, 0 if the key holds
+// another owner, -1 if it is gone (the daemon tells a lost key from a lock taken over by someone
+// else). When the lock is free on this master and a daemon marked that it waits for it, the lock
+// key is published on the wake channel: the waiters on every daemon try again at once. With no
+// marker (nobody waits elsewhere) nothing is published. A master whose ACL forbids PUBLISH still
+// releases (pcall): waiters then fall back to their timed retry.
 constexpr std::string_view release_source =
     "local v = redis.call('get', KEYS[1])\n"
-    "if v == ARGV[1] then return redis.call('del', KEYS[1]) end\n"
-    "if v then return 0 end\n"
-    "return -1\n";
+    "local r = -1\n"
+    "if v == ARGV[1] then r = redis.call('del', KEYS[1]) elseif v then return 0 end\n"
+    "if redis.call('get', KEYS[2]) then redis.pcall('publish', ARGV[2], KEYS[1]) end\n"
+    "return r\n";
 
 // KEYS: lock key, max-TTL key. ARGV: owner, ttl ms. {1 if the TTL was set, 0 if another owner
 // holds the key, -1 if it is gone, TIME}. An extension raises the longest-TTL record as a grant
@@ -84,6 +90,23 @@ constexpr std::string_view hand_over_source =
                                          "  return {1, c, t[1], t[2], r}\n"
                                          "end\n"
                                          "return {0, redis.call('pttl', KEYS[1]), t[1], t[2], r}\n";
+
+// KEYS: lock key, fence key, max-TTL key, wait marker. ARGV: owner, ttl ms, proposed token, ms
+// the waiter still waits. acquire for a LOCK ... WAIT: a refusal also marks, for as long as the
+// waiter waits (the longest of every daemon's waiters), that a daemon waits for this lock, so
+// that its release publishes a wake-up (release above). Answers as acquire does.
+constexpr std::string_view acquire_wait_source =
+    REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "local t = redis.call('time')\n"
+                                         "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', "
+                                         "ARGV[2]) then\n"
+                                         "  local c = raise(2, 3)\n"
+                                         "  raise(3, 2)\n"
+                                         "  return {1, c, t[1], t[2]}\n"
+                                         "end\n"
+                                         "if redis.call('pttl', KEYS[4]) < tonumber(ARGV[4]) then\n"
+                                         "  redis.call('set', KEYS[4], '1', 'PX', ARGV[4])\n"
+                                         "end\n"
+                                         "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
 #undef REDLOCKD_LUA_RAISE
 #undef REDLOCKD_LUA_LESS
@@ -145,9 +168,9 @@ std::string sha1_hex(std::string_view text) {
   return out;
 }
 
-constexpr std::string_view sources[script_count] = {acquire_source, release_source,
-                                                    extend_source,  fence_bump_source,
-                                                    seed_source,    hand_over_source};
+constexpr std::string_view sources[script_count] = {
+    acquire_source, release_source,   extend_source,      fence_bump_source,
+    seed_source,    hand_over_source, acquire_wait_source};
 
 } // namespace
 
@@ -156,9 +179,12 @@ std::string_view script_source(script s) {
 }
 
 std::string_view script_sha(script s) {
-  static const std::string shas[script_count] = {sha1_hex(sources[0]), sha1_hex(sources[1]),
-                                                 sha1_hex(sources[2]), sha1_hex(sources[3]),
-                                                 sha1_hex(sources[4]), sha1_hex(sources[5])};
+  static const auto shas = [] {
+    std::array<std::string, script_count> out;
+    for (std::size_t i = 0; i < script_count; ++i)
+      out[i] = sha1_hex(sources[i]);
+    return out;
+  }();
   return shas[static_cast<std::size_t>(s)];
 }
 

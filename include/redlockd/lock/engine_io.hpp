@@ -78,6 +78,7 @@ struct engine_counters {
   std::uint64_t key_losses = 0;           // live lock keys a master lost without restarting
   std::uint64_t delayed = 0;              // LOCKs refused by lock-delay
   std::uint64_t handovers = 0;            // UNLOCKs that handed the lock to a waiter's round
+  std::uint64_t wakeups = 0;              // waiters woken by a release published by a master
 };
 
 // A generation counter for stale-reply and stale-timer checks: never 0, which marks requests

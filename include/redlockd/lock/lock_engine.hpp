@@ -93,6 +93,15 @@ class lock_engine {
   // Whether a node's answer counts now (connected, not quarantined): for STATUS, which reads
   // the masters outside the engine (status_query.hpp).
   bool votes(std::size_t node) const { return eligible(node); }
+  // Cross-daemon wake-ups. A release (through any daemon) found lock `key` free on a master
+  // where a daemon had marked that it waits for it, and published it on the master's wake
+  // channel: this daemon's head waiter for `key`, if it is waiting, tries now. The first of the
+  // masters' messages does it; the others find it trying.
+  void on_released(std::string_view key);
+  // A master's wake channel was subscribed again after a break: a wake-up published meanwhile
+  // may be lost, so every head waiter tries again soon (each after a little jitter).
+  void on_wake_channel_resumed();
+
   // The timer armed through node_io::arm_timer expired.
   void on_timer();
   std::optional<clock_type::time_point> next_deadline();
@@ -180,7 +189,9 @@ class lock_engine {
   std::vector<std::uint32_t> free_slots_;
   std::uint64_t next_serial_ = 1;
   deadline_queue deadlines_;
-  std::string command_; // the current round's command, the same for every node
+  std::string command_;  // the current round's command, the same for every node
+  std::string marker_;   // the wait marker of the current round's lock
+  std::string wake_key_; // the key of the wake-up being handled
   node_health health_;
   wait_queues queues_;
   redlockd::keep_locks keeps_;

@@ -19,7 +19,8 @@ namespace redlockd {
 
 class release_cleanups {
  public:
-  release_cleanups(node_io& io, std::size_t nodes) : io_(io), node_count_(nodes) {}
+  release_cleanups(node_io& io, std::size_t nodes, const register_keys& keys)
+      : io_(io), node_count_(nodes), keys_(keys) {}
 
   // Releases (key, owner) on every master, also those that refused or did not answer (their SET
   // may have happened after all).
@@ -49,10 +50,12 @@ class release_cleanups {
 
   node_io& io_;
   std::size_t node_count_;
+  const register_keys& keys_;
   std::vector<entry> entries_;
   std::vector<std::uint32_t> free_;
   std::array<std::vector<std::uint32_t>, max_nodes> owed_{}; // per node, to send again
   std::string command_;
+  std::string marker_; // the entry's wait marker, while command_ is formatted
 };
 
 } // namespace redlockd

@@ -55,6 +55,14 @@ class wait_queues {
     return was_head;
   }
 
+  // Calls f(key, head) for the head of every queue.
+  template <typename F>
+  void for_each_head(F&& f) const {
+    for (const auto& [key, waiting] : queues_)
+      if (!waiting.empty())
+        f(key, waiting.front());
+  }
+
   std::optional<waiter> head(const std::string& key) const {
     const auto it = queues_.find(key);
     if (it == queues_.end() || it->second.empty())

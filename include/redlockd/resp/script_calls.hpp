@@ -15,13 +15,25 @@ struct redisReply;
 namespace redlockd {
 
 // The keys every master keeps besides the locks: the fencing counter and the record of the
-// longest TTL granted on the fleet.
+// longest TTL granted on the fleet; and the names of the cross-daemon wake-ups: a short-lived
+// marker per lock that some daemon waits for, and the channel a release publishes on when it
+// finds one.
 struct register_keys {
   std::string fence;   // fence_key
   std::string max_ttl; // fence_key + ":max_ttl"
+  std::string wake;    // fence_key + ":wake": the channel (the message is the lock key)
+  std::string waiting; // fence_key + ":waiting:", followed by the lock key: its wait marker
   explicit register_keys(std::string fence_key)
-      : fence(std::move(fence_key)), max_ttl(fence + ":max_ttl") {}
+      : fence(std::move(fence_key)), max_ttl(fence + ":max_ttl"), wake(fence + ":wake"),
+        waiting(fence + ":waiting:") {}
 };
+
+// The wait marker of lock `key`, built in `buffer` (the caller's, reused from call to call).
+inline std::string_view wait_marker(std::string& buffer, const register_keys& keys,
+                                    std::string_view key) {
+  buffer.assign(keys.waiting).append(key);
+  return buffer;
+}
 
 // EVALSHA normally; EVAL with the source after a master answered NOSCRIPT (or where a request
 // must not be lost to NOSCRIPT).
@@ -30,7 +42,13 @@ enum class script_by : std::uint8_t { sha, source };
 // Each appends one command to `out`.
 void append_acquire(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                     std::string_view owner, std::uint64_t ttl_ms, std::uint64_t proposal);
-void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner);
+// A LOCK ... WAIT's attempt: acquire's arguments, its wait marker and the ms it still waits.
+void append_acquire_wait(std::string& out, script_by by, std::string_view key,
+                         const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
+                         std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms);
+// `marker`: wait_marker() of `key`.
+void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
+                    const register_keys& keys, std::string_view marker);
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                    std::string_view owner, std::uint64_t ttl_ms);
 void append_fence_bump(std::string& out, script_by by, const register_keys& keys,

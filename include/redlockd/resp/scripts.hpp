@@ -13,9 +13,10 @@ enum class script : std::size_t {
   extend = 2,
   fence_bump = 3,
   seed = 4,
-  hand_over = 5
+  hand_over = 5,
+  acquire_wait = 6
 };
-inline constexpr std::size_t script_count = 6;
+inline constexpr std::size_t script_count = 7;
 
 // Script source text.
 std::string_view script_source(script s);

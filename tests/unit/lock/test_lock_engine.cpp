@@ -1120,7 +1120,7 @@ TEST_CASE("a release nobody waits for is sent again by source after NOSCRIPT, an
   auto resent = f.nodes.of(request_kind::cleanup);
   REQUIRE(resent.size() == 1);
   CHECK(resent[0].node == cleanups[2].node);
-  CHECK(resent[0].bytes.starts_with("*5\r\n$4\r\nEVAL\r\n"));
+  CHECK(resent[0].bytes.starts_with("*7\r\n$4\r\nEVAL\r\n"));
   f.nodes.sent.clear();
   f.nodes.up[4] = true;
   f.engine.on_node_ready(4);
@@ -1261,4 +1261,84 @@ TEST_CASE("replies handled late by a busy daemon are no clock jump", "[engine][q
   f.now += 1s;
   CHECK_FALSE(f.engine.on_node_time(0, 1063, 0, third_sent));
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::clock);
+}
+
+TEST_CASE("a waiter's attempt marks that it waits, for as long as it waits; a try-lock does not",
+          "[engine][wake]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 0);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  CHECK(f.nodes.sent[0].bytes.find(std::string(script_sha(script::acquire))) != std::string::npos);
+  CHECK(f.nodes.sent[0].bytes.find(":waiting:") == std::string::npos);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.nodes.sent.clear();
+
+  f.engine.lock(waiting_lock("r", 10000, 5000), f.client, 1);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  const std::string& command = f.nodes.sent[0].bytes;
+  CHECK(command.find(std::string(script_sha(script::acquire_wait))) != std::string::npos);
+  CHECK(command.find("$" + std::to_string(f.cfg.fence_key.size() + 10) + "\r\n" + f.cfg.fence_key +
+                     ":waiting:r\r\n") != std::string::npos);
+  CHECK(command.find("\r\n$4\r\n5000\r\n") != std::string::npos); // the wait left
+}
+
+TEST_CASE("a release published by a master wakes the head waiter at once, once", "[engine][wake]") {
+  fixture f;
+  f.engine.lock(waiting_lock("r", 10000, 8000), f.client, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3); // held through another daemon
+  f.nodes.sent.clear();
+  f.advance(5ms);
+  CHECK(f.count_sent(request_kind::acquire) == 0);  // it would sleep ~9 s
+  f.engine.on_released(f.cfg.key_prefix + "other"); // another lock: nothing
+  CHECK(f.count_sent(request_kind::acquire) == 0);
+  f.engine.on_released(f.cfg.key_prefix + "r");
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  f.engine.on_released(f.cfg.key_prefix + "r"); // the same release from the next master
+  CHECK(f.count_sent(request_kind::acquire) == 5);
+  CHECK(f.engine.counters().wakeups == 1);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(f.client->lines[0].starts_with("OK "));
+}
+
+TEST_CASE("a wake-up without a waiter, or for a waiter that left, does nothing", "[engine][wake]") {
+  fixture f;
+  f.engine.on_released("r");
+  CHECK(f.nodes.sent.empty());
+  auto leaver = std::make_shared<captured_replies>();
+  f.engine.lock(waiting_lock("r", 10000, 8000), leaver, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.engine.client_gone(leaver.get());
+  f.nodes.sent.clear();
+  f.engine.on_released("r");
+  CHECK(f.count_sent(request_kind::acquire) == 0);
+  CHECK(f.engine.counters().wakeups == 0);
+}
+
+TEST_CASE("a wake channel subscribed again makes every head waiter try soon", "[engine][wake]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  f.engine.lock(waiting_lock("r", 10000, 8000), a, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.engine.lock(waiting_lock("s", 10000, 8000), b, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.nodes.sent.clear();
+  f.engine.on_wake_channel_resumed();
+  for (int i = 0; i < 21; ++i)
+    f.advance(1ms); // within the retry jitter, not the holder's 9 s
+  CHECK(f.count_sent(request_kind::acquire) == 10);
+}
+
+TEST_CASE("releases carry the lock's wait marker and the wake channel", "[engine][wake]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  f.engine.unlock(unlock_request{"r", owner_in(f.client->lines[0])}, f.client, 1);
+  REQUIRE(f.count_sent(request_kind::release) == 5);
+  const register_keys keys(f.cfg.fence_key);
+  std::string marker;
+  std::string expected;
+  append_release(expected, script_by::sha, "r", owner_in(f.client->lines[0]), keys,
+                 wait_marker(marker, keys, "r"));
+  CHECK(f.nodes.of(request_kind::release)[0].bytes == expected);
 }
