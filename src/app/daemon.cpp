@@ -107,9 +107,9 @@ struct daemon::impl {
     if (cfg.redis_tls) {
       const auto for_masters = tls_context::for_masters(*cfg.redis_tls);
       for (std::size_t i = 0; i < masters.size(); ++i)
-        masters.link(i).use_tls(for_masters, cfg.redis_tls->server_name.empty()
-                                                 ? cfg.nodes[i].host
-                                                 : cfg.redis_tls->server_name);
+        masters.use_tls(i, for_masters,
+                        cfg.redis_tls->server_name.empty() ? cfg.nodes[i].host
+                                                           : cfg.redis_tls->server_name);
     }
   }
 

@@ -11,8 +11,16 @@ namespace redlockd {
 
 fleet::fleet(net::io_context& io, const config& cfg, std::shared_ptr<spdlog::logger> log)
     : engine_timer_(io), status_timer_(io) {
-  for (std::size_t i = 0; i < cfg.nodes.size(); ++i)
+  for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
     links_.push_back(std::make_unique<redis_link>(io, i, cfg.nodes[i], cfg, *this, log));
+    wakes_.push_back(std::make_unique<wake_subscriber>(io, i, cfg.nodes[i], cfg, *this, log));
+  }
+}
+
+void fleet::use_tls(std::size_t node, const std::shared_ptr<tls_context>& context,
+                    const std::string& server_name) {
+  links_[node]->use_tls(context, server_name);
+  wakes_[node]->use_tls(context, server_name);
 }
 
 void fleet::route_to(lock_engine& engine, status_reader& status) {
@@ -23,11 +31,15 @@ void fleet::route_to(lock_engine& engine, status_reader& status) {
 void fleet::start() {
   for (auto& link : links_)
     link->start();
+  for (auto& wake : wakes_)
+    wake->start();
 }
 
 void fleet::stop() {
   for (auto& link : links_)
     link->stop();
+  for (auto& wake : wakes_)
+    wake->stop();
   engine_timer_.cancel();
   status_timer_.cancel();
 }
@@ -89,6 +101,14 @@ void fleet::on_failure(std::size_t node, const request_tag& tag) {
 void fleet::on_time_sample(std::size_t node, std::uint64_t seconds, std::uint64_t micros,
                            clock_type::time_point sent_at) {
   engine_->on_node_time(node, seconds, micros, sent_at);
+}
+
+void fleet::on_released(std::size_t, std::string_view key) {
+  engine_->on_released(key);
+}
+
+void fleet::on_wake_subscribed(std::size_t) {
+  engine_->on_wake_channel_resumed();
 }
 
 } // namespace redlockd

@@ -38,6 +38,7 @@ nlohmann::json counters_json(const daemon_parts& parts) {
           {"delayed", c.delayed},
           {"fence_conflicts", c.fence_conflicts},
           {"handovers", c.handovers},
+          {"wakeups", c.wakeups},
           {"restarts", c.restarts},
           {"clock_jumps", c.clock_jumps},
           {"clock_jumps_backward", c.clock_jumps_backward},
@@ -73,7 +74,8 @@ std::string info_json(const daemon_parts& parts) {
                      {"state", std::string(node_state(parts, i))},
                      {"rtt_us", link.rtt_us()},
                      {"quarantined_ms", status.remaining_ms},
-                     {"evicts_keys", link.unsafe()}});
+                     {"evicts_keys", link.unsafe()},
+                     {"wake_subscribed", parts.masters.wake_subscribed(i)}});
   }
   const lock_engine& engine = parts.engine;
   const nlohmann::json doc = {

@@ -36,6 +36,10 @@ struct fleet_and_daemon {
   daemon_process daemon;
 };
 
+inline bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.rfind(prefix, 0) == 0;
+}
+
 // Polls `predicate` every 10 ms until it is true or `timeout` passes; returns its last value.
 inline bool eventually(const std::function<bool()>& predicate,
                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
@@ -51,7 +55,14 @@ inline bool eventually(const std::function<bool()>& predicate,
   }
 }
 
-// Keys of every live master except `fence_key`, as "node<i>:<key>".
+// The marker a waiting daemon leaves for a lock's release (cross-daemon wake-ups).
+inline std::string wait_marker(const std::string& resource,
+                               const std::string& fence_key = default_fence_key) {
+  return fence_key + ":waiting:" + resource;
+}
+
+// Keys of every live master except `fence_key`, its longest-TTL record and the wait markers
+// (which expire by themselves when the wait ends), as "node<i>:<key>".
 inline std::vector<std::string> lock_keys(const redis_fleet& fleet,
                                           const std::string& fence_key = default_fence_key) {
   std::vector<std::string> out;
@@ -60,7 +71,8 @@ inline std::vector<std::string> lock_keys(const redis_fleet& fleet,
       continue;
     }
     for (const auto& key : fleet.keys(i)) {
-      if (key != fence_key && key != max_ttl_key(fence_key)) {
+      if (key != fence_key && key != max_ttl_key(fence_key) &&
+          !starts_with(key, wait_marker("", fence_key))) {
         out.push_back("node" + std::to_string(i) + ":" + key);
       }
     }
@@ -136,16 +148,18 @@ inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_
   return parse_int(words[index]);
 }
 
-inline bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.rfind(prefix, 0) == 0;
-}
-
 // The redis-server arguments of an ACL fleet: the default user needs `admin` (for the test's own
-// helpers) and the user "redlockd" has `password` and only the commands the README lists.
-inline std::vector<std::string> acl_args(const std::string& admin, const std::string& password) {
-  return {"--requirepass", admin,   "--user", "redlockd", "on",          ">" + password, "~*",
-          "resetchannels", "-@all", "+get",   "+set",     "+del",        "+pexpire",     "+pttl",
-          "+time",         "+info", "+eval",  "+evalsha", "+script|load"};
+// helpers) and the user "redlockd" has `password` and only the commands the README lists; with
+// `wake_channel` false, the list of releases before cross-daemon wake-ups (no pub/sub).
+inline std::vector<std::string> acl_args(const std::string& admin, const std::string& password,
+                                         bool wake_channel = true) {
+  std::vector<std::string> args = {
+      "--requirepass", admin,   "--user", "redlockd", "on",          ">" + password, "~*",
+      "resetchannels", "-@all", "+get",   "+set",     "+del",        "+pexpire",     "+pttl",
+      "+time",         "+info", "+eval",  "+evalsha", "+script|load"};
+  if (wake_channel)
+    args.insert(args.end(), {"&redlockd:fence:wake", "+publish", "+subscribe", "+ping"});
+  return args;
 }
 
 } // namespace redlockd::test

@@ -8,6 +8,7 @@
 #include "redlockd/net/net.hpp"
 #include "redlockd/redis/link_events.hpp"
 #include "redlockd/redis/redis_link.hpp"
+#include "redlockd/redis/wake_subscriber.hpp"
 
 #include <memory>
 #include <vector>
@@ -20,7 +21,7 @@ namespace redlockd {
 
 class status_reader;
 
-class fleet final : public node_io, public link_events {
+class fleet final : public node_io, public link_events, public wake_events {
  public:
   fleet(net::io_context& io, const config& cfg, std::shared_ptr<spdlog::logger> log);
 
@@ -33,7 +34,12 @@ class fleet final : public node_io, public link_events {
 
   std::size_t size() const { return links_.size(); }
   const redis_link& link(std::size_t node) const { return *links_[node]; }
-  redis_link& link(std::size_t node) { return *links_[node]; }
+  // Both connections to a master (the link and the wake subscriber) use TLS, verified against
+  // `server_name` (before start()).
+  void use_tls(std::size_t node, const std::shared_ptr<tls_context>& context,
+               const std::string& server_name);
+  // Masters whose wake channel is subscribed now.
+  bool wake_subscribed(std::size_t node) const { return wakes_[node]->subscribed(); }
   // Links that take requests now.
   std::size_t usable_count() const;
   // Nothing queued or unanswered on any link.
@@ -57,8 +63,13 @@ class fleet final : public node_io, public link_events {
   void on_time_sample(std::size_t node, std::uint64_t seconds, std::uint64_t micros,
                       clock_type::time_point sent_at) override;
 
+  // wake_events, from the subscribers.
+  void on_released(std::size_t node, std::string_view key) override;
+  void on_wake_subscribed(std::size_t node) override;
+
  private:
   std::vector<std::unique_ptr<redis_link>> links_;
+  std::vector<std::unique_ptr<wake_subscriber>> wakes_;
   net::steady_timer engine_timer_;
   net::steady_timer status_timer_;
   lock_engine* engine_ = nullptr;   // set by route_to(), before any link starts

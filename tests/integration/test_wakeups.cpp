@@ -1,0 +1,172 @@
+// Cross-daemon wake-ups: a release through one daemon wakes the waiters on another through the
+// masters' wake channel, and costs nothing when nobody waits elsewhere.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "test_env.hpp"
+
+using namespace redlockd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+lock_grant must_lock(line_client& client, const std::string& line) {
+  const std::string reply = client.request(line);
+  INFO("request: " << line << "  reply: " << reply);
+  const auto grant = parse_lock_ok(reply);
+  REQUIRE(grant);
+  return *grant;
+}
+
+bool all_subscribed(const daemon_process& daemon) {
+  const nlohmann::json info = daemon.info(); // kept: the loop below refers into it
+  for (const auto& node : info.at("nodes"))
+    if (!node.value("wake_subscribed", false))
+      return false;
+  return true;
+}
+
+// PUBLISH calls master `node` has run since it started (scripts' calls included).
+std::int64_t publishes(const redis_fleet& fleet, std::size_t node) {
+  const std::string stats = fleet.run(node, "INFO", "commandstats").str;
+  const auto at = stats.find("cmdstat_publish:calls=");
+  if (at == std::string::npos)
+    return 0;
+  return std::stoll(stats.substr(at + 22));
+}
+
+std::int64_t publishes(const redis_fleet& fleet) {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < fleet.size(); ++i)
+    total += publishes(fleet, i);
+  return total;
+}
+
+// The holder's lock outlives the waiter's WAIT by far: only a wake-up can grant it in time.
+void release_wakes_waiter_on_other_daemon(const redis_fleet& fleet, const daemon_process& d1,
+                                          const daemon_process& d2, const std::string& resource) {
+  line_client holder(d1.port());
+  line_client waiter(d2.port());
+  const lock_grant held = must_lock(holder, "LOCK " + resource + " 30000");
+  waiter.send("LOCK " + resource + " 30000 WAIT 5000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 1; }, 5s));
+  // The refusal marked, on the masters that refused, that a daemon waits for this lock.
+  std::size_t marked = 0;
+  for (std::size_t i = 0; i < fleet.size(); ++i)
+    if (fleet.pttl(i, wait_marker(resource)) > 0)
+      ++marked;
+  CHECK(marked >= 3);
+
+  CHECK(holder.request("UNLOCK " + resource + " " + held.owner) == "OK");
+  waiter.set_timeout(10s);
+  const std::string reply = waiter.read_line();
+  INFO("the waiter on the other daemon, WAIT 5000 behind a 30 s lock released at once: " << reply);
+  const auto grant = parse_lock_ok(reply);
+  REQUIRE(grant);
+  CHECK(grant->fence > held.fence);
+  CHECK(nodes_holding(fleet, resource, grant->owner).size() >= 3);
+  CHECK(waiter.request("UNLOCK " + resource + " " + grant->owner) == "OK");
+}
+
+} // namespace
+
+TEST_CASE("two daemons - an UNLOCK through one wakes the waiter on the other at once",
+          "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  // (CHECK, not REQUIRE: a daemon without wake-ups goes on to show what it does.)
+  CHECK(eventually([&] { return all_subscribed(d1) && all_subscribed(d2); }, 10s));
+  release_wakes_waiter_on_other_daemon(fleet, d1, d2, "job");
+  CHECK(d2.info().at("counters").at("wakeups") >= 1);
+  CHECK(publishes(fleet) >= 3); // the masters where the waiter had been refused
+  // And the other way round.
+  release_wakes_waiter_on_other_daemon(fleet, d2, d1, "job");
+  CHECK(d1.info().at("counters").at("wakeups") >= 1);
+}
+
+TEST_CASE("two daemons - locks nobody waits for publish nothing", "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_subscribed(d1) && all_subscribed(d2); }, 10s));
+  line_client c1(d1.port());
+  line_client c2(d2.port());
+  for (int i = 0; i < 20; ++i) {
+    const std::string resource = "free-" + std::to_string(i % 3);
+    line_client& client = i % 2 == 0 ? c1 : c2;
+    const lock_grant grant = must_lock(client, "LOCK " + resource + " 10000");
+    CHECK(client.request("UNLOCK " + resource + " " + grant.owner) == "OK");
+  }
+  // A try-lock refused by a holder leaves no marker either.
+  const lock_grant held = must_lock(c1, "LOCK held 10000");
+  CHECK(starts_with(c2.request("LOCK held 10000"), "BUSY "));
+  CHECK(c1.request("UNLOCK held " + held.owner) == "OK");
+  CHECK(publishes(fleet) == 0);
+  CHECK(d1.info().at("counters").at("wakeups") == 0);
+  CHECK(d2.info().at("counters").at("wakeups") == 0);
+  CHECK(lock_keys(fleet).empty());
+  for (std::size_t i = 0; i < fleet.size(); ++i)
+    CHECK(fleet.keys(i, wait_marker("*")).empty());
+}
+
+TEST_CASE("a wake channel cut by the master is subscribed again and wakes waiters as before",
+          "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_subscribed(d1) && all_subscribed(d2); }, 10s));
+  for (std::size_t i = 0; i < fleet.size(); ++i)
+    fleet.run(i, "CLIENT", "KILL", "TYPE", "pubsub");
+  // The daemon notices (it reconnects within its backoff, faster than INFO could show it).
+  REQUIRE(
+      eventually([&] { return d2.log().find("wake channel of node") != std::string::npos; }, 5s));
+  CHECK(d2.log().find("closed: End of file") != std::string::npos);
+  REQUIRE(eventually([&] { return all_subscribed(d2); }, 10s));
+  // Each master shows a subscriber of each daemon again.
+  for (std::size_t i = 0; i < fleet.size(); ++i)
+    CHECK(eventually(
+        [&] {
+          return fleet.run(i, "PUBSUB", "NUMSUB", "redlockd:fence:wake").elements.size() == 2 &&
+                 fleet.run(i, "PUBSUB", "NUMSUB", "redlockd:fence:wake").elements[1].integer == 2;
+        },
+        10s));
+  release_wakes_waiter_on_other_daemon(fleet, d1, d2, "cut");
+}
+
+TEST_CASE("masters whose ACL predates wake-ups still lock and release; waiters use their timers",
+          "[integration][wake][auth]") {
+  const std::string admin = "adm1n-pass";
+  const std::string password = "l0ck-user-pass";
+  redis_fleet fleet(5, acl_args(admin, password, /*wake_channel=*/false), admin);
+  temp_dir dir;
+  write_file(dir.path() / "redis-password", password + "\n");
+  daemon_process daemon(fleet.addresses(),
+                        {{"redis_username", "redlockd"},
+                         {"redis_password_file", (dir.path() / "redis-password").string()},
+                         {"unsafe_disable_quarantine", true}});
+  REQUIRE(eventually([&] { return daemon.log().find("wake channel of node") != std::string::npos; },
+                     10s));
+  CHECK(daemon.log().find("refused") != std::string::npos);
+  line_client holder(daemon.port());
+  const lock_grant held = must_lock(holder, "LOCK old-acl 10000");
+  {
+    // A waiter that leaves its marker behind: the release below finds it and may not publish.
+    line_client leaver(daemon.port());
+    leaver.send("LOCK old-acl 10000 WAIT 8000\n");
+    REQUIRE(eventually([&] { return daemon.info().at("waiters") == 1; }, 5s));
+  }
+  REQUIRE(eventually([&] { return daemon.info().at("waiters") == 0; }, 5s));
+  std::size_t marked = 0;
+  for (std::size_t i = 0; i < fleet.size(); ++i)
+    if (fleet.pttl(i, wait_marker("old-acl")) > 0)
+      ++marked;
+  REQUIRE(marked >= 3);
+  CHECK(holder.request("UNLOCK old-acl " + held.owner) == "OK");
+  CHECK(nodes_holding(fleet, "old-acl", held.owner).empty());
+  const lock_grant again = must_lock(holder, "LOCK old-acl 10000");
+  CHECK(holder.request("UNLOCK old-acl " + again.owner) == "OK");
+}
