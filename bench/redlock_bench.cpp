@@ -2,6 +2,9 @@
 // Each connection keeps up to -p cycles in flight; a cycle is LOCK <r> <ttl> [WAIT w] then, on OK,
 // UNLOCK <r> <owner>. Replies come back in request order, so a FIFO of slots per connection says
 // which request a reply answers. Counts only what completes inside the measured window.
+// With several daemon addresses, connection i of each kind goes to address i % n; one process, one
+// steady clock, so a hand-over (UNLOCK sent -> the next LOCK OK for that resource) can be timed
+// across daemons.
 // clang-format off
 #include <utility> // before any Asio header: Boost 1.74 misses it in <boost/asio/awaitable.hpp>
 // clang-format on
@@ -41,17 +44,25 @@ constexpr std::string_view usage = R"(usage: redlock-bench [options]
   -d S             measured seconds (default 10)
   --warmup S       seconds before the window (default 2)
   --ttl MS         lock TTL (default 10000)
-  --wait MS        send LOCK ... WAIT MS (default: no WAIT)
+  --wait MS        send LOCK ... WAIT MS (default: no WAIT); also times hand-overs: a holder's
+                   UNLOCK sent -> the next grant of that resource to a LOCK sent before it
   --keep N         hold N KEEP locks on separate connections during the run
   --keep-per-conn N  KEEP locks per connection (default 500; the daemon allows 1000)
   --waiters N      park N waiters (LOCK ... WAIT) behind held locks during the run
   --waiters-per-resource N  (default 500; the daemon allows 1000)
   --idle N         hold N idle connections during the run (each has sent one PING); the daemon
                    must allow N + 1 connections (max_connections), N open files here and there
-  --addr HOST:PORT daemon address (default 127.0.0.1:7400)
-  --daemon-pid PID read the daemon's CPU time and RSS from /proc/PID
+  --addr HOST:PORT[,HOST:PORT...]  daemon address(es) (default 127.0.0.1:7400); connection i of
+                   each kind (cycling, KEEP, waiter, idle) goes to address i % n
+  --daemon-pid PID[,PID...]  read the daemons' CPU time and RSS from /proc/PID (reported summed;
+                   the text output also shows each daemon's CPU)
   --json           print one JSON line
 )";
+
+struct address {
+  std::string host, port;
+  std::string text() const { return host + ":" + port; }
+};
 
 struct options {
   int connections = 50;
@@ -66,9 +77,8 @@ struct options {
   int waiters = 0;
   int waiters_per_resource = 500;
   int idle = 0;
-  std::string host = "127.0.0.1";
-  std::string port = "7400";
-  int daemon_pid = 0;
+  std::vector<address> addrs{{"127.0.0.1", "7400"}};
+  std::vector<int> daemon_pids;
   bool json = false;
 };
 
@@ -84,6 +94,21 @@ T parse_number(std::string_view text, const char* what) {
   if (ec != std::errc{} || end != text.data() + text.size())
     die(std::string("bad value for ") + what + ": '" + std::string(text) + "'");
   return value;
+}
+
+// "a,b,c" -> {"a", "b", "c"}; empty items are errors.
+std::vector<std::string_view> split_list(std::string_view list, const char* what) {
+  std::vector<std::string_view> items;
+  for (;;) {
+    const auto comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    if (item.empty())
+      die(std::string("empty item in ") + what);
+    items.push_back(item);
+    if (comma == std::string_view::npos)
+      return items;
+    list.remove_prefix(comma + 1);
+  }
 }
 
 options parse_options(int argc, char** argv) {
@@ -119,17 +144,21 @@ options parse_options(int argc, char** argv) {
       opts.waiters_per_resource = parse_number<int>(value(), "--waiters-per-resource");
     else if (arg == "--idle")
       opts.idle = parse_number<int>(value(), "--idle");
-    else if (arg == "--daemon-pid")
-      opts.daemon_pid = parse_number<int>(value(), "--daemon-pid");
-    else if (arg == "--json")
+    else if (arg == "--daemon-pid") {
+      opts.daemon_pids.clear();
+      for (const auto pid : split_list(value(), "--daemon-pid"))
+        opts.daemon_pids.push_back(parse_number<int>(pid, "--daemon-pid"));
+    } else if (arg == "--json")
       opts.json = true;
     else if (arg == "--addr") {
-      const std::string_view addr = value();
-      const auto colon = addr.rfind(':');
-      if (colon == std::string_view::npos)
-        die("--addr wants HOST:PORT");
-      opts.host = std::string(addr.substr(0, colon));
-      opts.port = std::string(addr.substr(colon + 1));
+      opts.addrs.clear();
+      for (const auto addr : split_list(value(), "--addr")) {
+        const auto colon = addr.rfind(':');
+        if (colon == std::string_view::npos)
+          die("--addr wants HOST:PORT[,HOST:PORT...]");
+        opts.addrs.push_back(
+            {std::string(addr.substr(0, colon)), std::string(addr.substr(colon + 1))});
+      }
     } else if (arg == "-h" || arg == "--help") {
       std::cout << usage;
       std::exit(0);
@@ -259,6 +288,7 @@ struct slot {
   bool unlocking = false;
   bool counted = false; // the LOCK went out inside the window
   clock_type::time_point sent;
+  std::uint64_t lock_seq = 0; // order of the LOCK among everything sent (hand-overs)
   std::array<char, owner_length> owner{};
 };
 
@@ -269,6 +299,7 @@ struct connection {
       : socket(io), kind(r), in(r == role::idle ? idle_read_buffer_bytes : read_buffer_bytes) {}
   tcp::socket socket;
   role kind;
+  std::uint32_t addr = 0; // index into options::addrs
   std::vector<char> in;
   std::size_t in_used = 0;
   std::string out, writing;
@@ -291,13 +322,16 @@ class bench {
     names_.reserve(opts.resources);
     for (std::uint32_t i = 0; i < opts.resources; ++i)
       names_.push_back("r" + std::to_string(i));
+    if (opts.wait_ms)
+      handover_.resize(opts.resources);
   }
 
   int run() {
     tcp::resolver resolver(io_);
-    endpoints_ = resolver.resolve(opts_.host, opts_.port);
-    if (opts_.daemon_pid)
-      rss_before_kb_ = process_rss_kb(opts_.daemon_pid);
+    for (const auto& a : opts_.addrs)
+      endpoints_.push_back(resolver.resolve(a.host, a.port));
+    for (const int pid : opts_.daemon_pids)
+      rss_before_kb_ += process_rss_kb(pid);
     setup_keepers();
     setup_waiters();
     setup_idle();
@@ -343,10 +377,12 @@ class bench {
   connection& open_connection(role kind) {
     conns_.push_back(std::make_unique<connection>(io_, kind));
     auto& c = *conns_.back();
+    c.addr = next_addr_[static_cast<std::size_t>(kind)]++ %
+             static_cast<std::uint32_t>(endpoints_.size());
     boost::system::error_code ec;
-    net::connect(c.socket, endpoints_, ec);
+    net::connect(c.socket, endpoints_[c.addr], ec);
     if (ec)
-      die("cannot connect to " + opts_.host + ":" + opts_.port + ": " + ec.message());
+      die("cannot connect to " + opts_.addrs[c.addr].text() + ": " + ec.message());
     c.socket.set_option(tcp::no_delay(true));
     return c;
   }
@@ -440,22 +476,29 @@ class bench {
     }
   }
 
-  // A number from the daemon's INFO JSON ("key":N), -1 if absent. Synchronous, setup/teardown only.
+  // A number from the daemons' INFO JSON ("key":N), summed over the daemons that report it; -1 if
+  // none does. Synchronous, setup/teardown only.
   long long info_number(std::string_view key) {
-    if (!info_)
-      info_ = std::make_unique<connection>(io_, role::keeper);
-    if (!info_->socket.is_open())
-      net::connect(info_->socket, endpoints_);
-    net::write(info_->socket, net::buffer(std::string_view("INFO\n")));
-    const std::string reply = read_line_sync(*info_);
-    const std::string needle = "\"" + std::string(key) + "\":";
-    const auto at = reply.find(needle);
-    if (at == std::string::npos)
-      return -1;
-    long long value = -1;
-    const char* first = reply.data() + at + needle.size();
-    std::from_chars(first, reply.data() + reply.size(), value);
-    return value;
+    if (infos_.empty())
+      for (std::size_t i = 0; i < endpoints_.size(); ++i)
+        infos_.push_back(std::make_unique<connection>(io_, role::keeper));
+    long long sum = -1;
+    for (std::size_t i = 0; i < infos_.size(); ++i) {
+      auto& info = *infos_[i];
+      if (!info.socket.is_open())
+        net::connect(info.socket, endpoints_[i]);
+      net::write(info.socket, net::buffer(std::string_view("INFO\n")));
+      const std::string reply = read_line_sync(info);
+      const std::string needle = "\"" + std::string(key) + "\":";
+      const auto at = reply.find(needle);
+      if (at == std::string::npos)
+        continue;
+      long long value = -1;
+      const char* first = reply.data() + at + needle.size();
+      if (std::from_chars(first, reply.data() + reply.size(), value).ec == std::errc{})
+        sum = (sum < 0 ? 0 : sum) + value;
+    }
+    return sum;
   }
 
   void send_lock(connection& c, std::uint32_t s) {
@@ -464,6 +507,7 @@ class bench {
     sl.unlocking = false;
     sl.counted = measuring_;
     sl.sent = now_;
+    sl.lock_seq = ++sequence_;
     c.out += "LOCK ";
     c.out += names_[sl.resource];
     c.out += lock_suffix_;
@@ -473,6 +517,13 @@ class bench {
   void send_unlock(connection& c, std::uint32_t s) {
     auto& sl = c.slots[s];
     sl.unlocking = true;
+    if (!handover_.empty()) { // the clock read of this batch: the UNLOCK goes out at its end
+      auto& h = handover_[sl.resource];
+      h.pending = measuring_;
+      h.unlock_sent = now_;
+      h.unlock_seq = ++sequence_;
+      h.addr = c.addr;
+    }
     c.out += "UNLOCK ";
     c.out += names_[sl.resource];
     c.out += ' ';
@@ -541,6 +592,8 @@ class bench {
         if (sl.counted && measuring_)
           latency_.add(static_cast<std::uint64_t>(
               std::chrono::duration_cast<std::chrono::microseconds>(now_ - sl.sent).count()));
+        if (!handover_.empty())
+          on_granted(c, sl);
         std::memcpy(sl.owner.data(), line.data() + 3, owner_length);
         send_unlock(c, s);
         return;
@@ -563,6 +616,22 @@ class bench {
     }
     if (!stopping_)
       send_lock(c, s);
+  }
+
+  // The first grant of a resource after its holder's UNLOCK went out ends a hand-over; it counts
+  // when that UNLOCK went out inside the window, the grant arrives inside it, and the LOCK it
+  // answers was sent before the UNLOCK (a waiter, not a newcomer).
+  void on_granted(const connection& c, const slot& sl) {
+    auto& h = handover_[sl.resource];
+    if (!h.pending)
+      return;
+    h.pending = false;
+    if (!measuring_ || sl.lock_seq > h.unlock_seq)
+      return;
+    const auto us = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(now_ - h.unlock_sent).count());
+    handover_all_.add(us);
+    (h.addr == c.addr ? handover_same_ : handover_cross_).add(us);
   }
 
   void count_error(std::string_view line) {
@@ -594,8 +663,9 @@ class bench {
     measuring_ = true;
     window_start_ = clock_type::now();
     client_cpu0_ = self_cpu_us();
-    if (opts_.daemon_pid)
-      daemon_cpu0_ = process_cpu_us(opts_.daemon_pid);
+    daemon_cpu_each_.clear();
+    for (const int pid : opts_.daemon_pids)
+      daemon_cpu_each_.push_back(process_cpu_us(pid));
   }
 
   void end_window() {
@@ -603,9 +673,10 @@ class bench {
     stopping_ = true;
     window_seconds_ = std::chrono::duration<double>(clock_type::now() - window_start_).count();
     client_cpu_ = self_cpu_us() - client_cpu0_;
-    if (opts_.daemon_pid) {
-      daemon_cpu_ = process_cpu_us(opts_.daemon_pid) - daemon_cpu0_;
-      rss_end_kb_ = process_rss_kb(opts_.daemon_pid);
+    for (std::size_t i = 0; i < opts_.daemon_pids.size(); ++i) {
+      daemon_cpu_each_[i] = process_cpu_us(opts_.daemon_pids[i]) - daemon_cpu_each_[i];
+      daemon_cpu_ += daemon_cpu_each_[i];
+      rss_end_kb_ += process_rss_kb(opts_.daemon_pids[i]);
     }
     daemon_keep_locks_ = info_number("keep_locks");
     daemon_waiters_ = info_number("waiters");
@@ -619,9 +690,9 @@ class bench {
   void close_all() {
     finishing_ = true;
     timer_.cancel();
-    if (info_) {
+    for (auto& info : infos_) {
       boost::system::error_code ignored;
-      info_->socket.close(ignored);
+      info->socket.close(ignored);
     }
     for (auto& c : conns_) {
       c->open = false;
@@ -663,13 +734,38 @@ class bench {
           static_cast<unsigned long long>(daemon_cpu_), per_cycle(daemon_cpu_), daemon_pct,
           static_cast<unsigned long long>(rss_before_kb_),
           static_cast<unsigned long long>(rss_end_kb_), daemon_keep_locks_, daemon_waiters_);
-      std::cout << buffer << std::endl;
+      std::string line = buffer;
+      line.pop_back(); // the closing brace: the fields below came later
+      std::snprintf(buffer, sizeof buffer, ",\"addrs\":%zu,\"daemon_cpu_us_each\":[",
+                    opts_.addrs.size());
+      line += buffer;
+      for (std::size_t i = 0; i < daemon_cpu_each_.size(); ++i)
+        line += (i ? "," : "") + std::to_string(daemon_cpu_each_[i]);
+      line += ']';
+      auto handovers = [&](const char* infix, const histogram& h) {
+        std::snprintf(buffer, sizeof buffer,
+                      ",\"handovers%s\":%llu,\"handover%s_p50_us\":%llu,\"handover%s_p99_us\":%llu",
+                      infix, static_cast<unsigned long long>(h.total()), infix,
+                      static_cast<unsigned long long>(h.percentile(0.5)), infix,
+                      static_cast<unsigned long long>(h.percentile(0.99)));
+        line += buffer;
+      };
+      handovers("", handover_all_);
+      handovers("_same", handover_same_);
+      handovers("_cross", handover_cross_);
+      std::cout << line << '}' << std::endl;
       return;
     }
     std::printf("window        %.2f s, c=%d p=%d r=%u ttl=%llu%s keep=%d waiters=%d idle=%d\n",
                 window_seconds_, opts_.connections, opts_.pipeline, opts_.resources,
                 static_cast<unsigned long long>(opts_.ttl_ms), opts_.wait_ms ? " WAIT" : "",
                 opts_.keep, opts_.waiters, opts_.idle);
+    if (opts_.addrs.size() > 1) {
+      std::printf("addresses    ");
+      for (std::size_t i = 0; i < opts_.addrs.size(); ++i)
+        std::printf(" %zu:%s", i, opts_.addrs[i].text().c_str());
+      std::printf(" (connection i of each kind on address i %% %zu)\n", opts_.addrs.size());
+    }
     std::printf("cycles        %llu (%.0f /s)\n", static_cast<unsigned long long>(counts_.cycles),
                 per_s);
     std::printf("replies       busy %llu, noquorum %llu, notheld %llu, errors %llu, lost %llu\n",
@@ -683,19 +779,41 @@ class bench {
                 static_cast<unsigned long long>(latency_.percentile(0.99)),
                 static_cast<unsigned long long>(latency_.percentile(0.999)),
                 static_cast<unsigned long long>(latency_.total()));
+    if (!handover_.empty()) {
+      auto handovers = [](const histogram& h) {
+        std::printf("p50 %llu us, p99 %llu us (%llu)",
+                    static_cast<unsigned long long>(h.percentile(0.5)),
+                    static_cast<unsigned long long>(h.percentile(0.99)),
+                    static_cast<unsigned long long>(h.total()));
+      };
+      std::printf("hand-over     ");
+      handovers(handover_all_);
+      std::printf("\n  same daemon ");
+      handovers(handover_same_);
+      std::printf("\n  other daemon ");
+      handovers(handover_cross_);
+      std::printf("\n");
+    }
     std::printf("client cpu    %.1f us/cycle\n", per_cycle(client_cpu_));
-    if (opts_.daemon_pid)
+    if (!opts_.daemon_pids.empty())
       std::printf(
-          "daemon        %.1f us/cycle, %.1f %% of one core, rss %llu kB (before %llu kB)\n",
+          "daemon        %.1f us/cycle, %.1f %% of one core, rss %llu kB (before %llu kB)%s\n",
           per_cycle(daemon_cpu_), daemon_pct, static_cast<unsigned long long>(rss_end_kb_),
-          static_cast<unsigned long long>(rss_before_kb_));
-    std::printf("daemon INFO   keep_locks %lld, waiters %lld (at the end of the window)\n",
-                daemon_keep_locks_, daemon_waiters_);
+          static_cast<unsigned long long>(rss_before_kb_),
+          opts_.daemon_pids.size() > 1 ? ", summed" : "");
+    if (opts_.daemon_pids.size() > 1)
+      for (std::size_t i = 0; i < opts_.daemon_pids.size(); ++i)
+        std::printf("  pid %-9d %.1f us/cycle, %.1f %% of one core\n", opts_.daemon_pids[i],
+                    per_cycle(daemon_cpu_each_[i]),
+                    static_cast<double>(daemon_cpu_each_[i]) / (window_seconds_ * 1e4));
+    std::printf("daemon INFO   keep_locks %lld, waiters %lld (at the end of the window%s)\n",
+                daemon_keep_locks_, daemon_waiters_, opts_.addrs.size() > 1 ? ", summed" : "");
   }
 
   const options& opts_;
   net::io_context io_{1};
-  tcp::resolver::results_type endpoints_;
+  std::vector<tcp::resolver::results_type> endpoints_; // one per opts_.addrs
+  std::array<std::uint32_t, 4> next_addr_{};           // per role: round-robin over endpoints_
   std::vector<std::unique_ptr<connection>> conns_;
   std::vector<std::string> names_;
   std::string ttl_text_, lock_suffix_;
@@ -706,12 +824,23 @@ class bench {
   net::steady_timer timer_{io_};
   counters counts_;
   histogram latency_;
+  // Per resource (WAIT runs only): its holder's last UNLOCK, until the next grant.
+  struct handover_state {
+    clock_type::time_point unlock_sent;
+    std::uint64_t unlock_seq = 0;
+    std::uint32_t addr = 0; // the holder's daemon address
+    bool pending = false;   // UNLOCK sent inside the window, no grant since
+  };
+  std::vector<handover_state> handover_;
+  std::uint64_t sequence_ = 0; // counts LOCKs and UNLOCKs sent
+  histogram handover_all_, handover_same_, handover_cross_;
   clock_type::time_point window_start_;
   double window_seconds_ = 0;
-  std::uint64_t client_cpu0_ = 0, client_cpu_ = 0, daemon_cpu0_ = 0, daemon_cpu_ = 0;
+  std::uint64_t client_cpu0_ = 0, client_cpu_ = 0, daemon_cpu_ = 0;
+  std::vector<std::uint64_t> daemon_cpu_each_; // per --daemon-pid: at the start, then used
   std::uint64_t rss_before_kb_ = 0, rss_end_kb_ = 0;
   long long daemon_keep_locks_ = -1, daemon_waiters_ = -1;
-  std::unique_ptr<connection> info_;
+  std::vector<std::unique_ptr<connection>> infos_; // one INFO connection per address
 };
 
 } // namespace

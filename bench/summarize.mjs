@@ -1,8 +1,13 @@
 // Prints scripts/bench's markdown table from its results.jsonl: medians over the rounds.
 //   node bench/summarize.mjs results.jsonl "<machine>" <rounds> <seconds>
+//   node bench/summarize.mjs --compare results.jsonl "<machine>" <rounds> <seconds> NEW OLD
+// (--compare: the A/B table of scripts/bench --compare, labels LABEL@new and LABEL@old.)
 import { readFileSync } from "node:fs";
 
-const [file, machine = "", rounds = "?", seconds = "?"] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const compare = args[0] === "--compare";
+if (compare) args.shift();
+const [file, machine = "", rounds = "?", seconds = "?", new_binary = "", old_binary = ""] = args;
 const runs = readFileSync(file, "utf8").trim().split("\n").map((line) => JSON.parse(line));
 const median = (values) => {
   if (values.length === 0) return NaN;
@@ -15,6 +20,32 @@ const n = (x, digits = 0) => Number.isFinite(x)
   : "n/a";
 const ms = (us) => Number.isFinite(us) ? (us / 1000).toFixed(us < 10000 ? 2 : 1) : "n/a";
 const ratio = (a, b) => Number.isFinite(a / b) && b > 0 ? (a / b).toFixed(2) + "×" : "n/a";
+// Hand-over p50 / p99 in ms (µs precision) over the runs with hand-overs of that kind.
+const handover = (label, kind) => {
+  const with_some = runs.filter((r) => r.label === label && r.data[`handovers${kind}`] > 0);
+  const at = (q) => median(with_some.map((r) => r.data[`handover${kind}_${q}_us`]));
+  const count = median(runs.filter((r) => r.label === label)
+                          .map((r) => r.data[`handovers${kind}`] ?? NaN));
+  if (with_some.length === 0) return `n/a (${n(count)})`;
+  return `${(at("p50") / 1000).toFixed(3)} / ${(at("p99") / 1000).toFixed(3)} (${n(count)})`;
+};
+
+if (compare) {
+  console.log(`\nMachine: ${machine}. A/B: new = ${new_binary}, old = ${old_binary}; medians of ` +
+              `${rounds} interleaved round(s), ${seconds} s windows, each daemon fresh per round.\n`);
+  console.log("| workload | cycles/s new | cycles/s old | new / old | daemon CPU µs/cycle new | " +
+              "old | new / old |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+  for (const [label, what] of [["low_p1", "R=10,000, C=50 P=1"], ["low_p8", "R=10,000, C=50 P=8"],
+                               ["contended", "R=10, C=50, WAIT 10 s"]]) {
+    const c_new = m(`${label}@new`, "cycles_per_s"), c_old = m(`${label}@old`, "cycles_per_s");
+    const u_new = m(`${label}@new`, "daemon_cpu_us_per_cycle");
+    const u_old = m(`${label}@old`, "daemon_cpu_us_per_cycle");
+    console.log(`| ${label} (${what}) | ${n(c_new)} | ${n(c_old)} | ${ratio(c_new, c_old)} | ` +
+                `${n(u_new, 1)} | ${n(u_old, 1)} | ${ratio(u_new, u_old)} |`);
+  }
+  process.exit(0);
+}
 
 const ceiling = m("ceiling", "cycles_per_s");
 const node_low = m("node_low", "cycles_per_s");
@@ -54,6 +85,21 @@ row("  acquire p50 / p99 / p99.9 ms",
     `${ms(m("node_contended", "acquire_p50_us"))} / ${ms(m("node_contended", "acquire_p99_us"))}` +
       ` / ${ms(m("node_contended", "acquire_p999_us"))}`, "", "");
 row("  daemon CPU µs/cycle", n(m("contended", "daemon_cpu_us_per_cycle"), 1), "", "", "");
+const handovers = (label) => `${handover(label, "_same")}; ${handover(label, "_cross")}`;
+row("  hand-over p50 / p99 ms (count): same daemon; other daemon", handovers("contended"), "", "",
+    "");
+const cont2 = m("contended_2d", "cycles_per_s");
+const some2 = m("contended_2d", "acquires") > 0; // else the percentiles and per-cycle CPU are 0s
+const ms2 = (field) => some2 ? ms(m("contended_2d", field)) : "n/a";
+row("contended on 2 daemons (25 connections each), R=10, WAIT 10 s: cycles/s", n(cont2), "", "",
+    ratio(cont2, ceiling));
+row("  acquire p50 / p99 / p99.9 ms",
+    `${ms2("acquire_p50_us")} / ${ms2("acquire_p99_us")} / ${ms2("acquire_p999_us")}`, "", "", "");
+row("  daemon CPU µs/cycle (both daemons)",
+    m("contended_2d", "cycles") > 0 ? n(m("contended_2d", "daemon_cpu_us_per_cycle"), 1) : "n/a",
+    "", "", "");
+row("  hand-over p50 / p99 ms (count): same daemon; other daemon", handovers("contended_2d"), "",
+    "", "");
 row("10,000 KEEP locks, TTL 10 s, idle: daemon CPU % of one core",
     n(m("keep_idle", "daemon_cpu_pct"), 2), "", "", "");
 row("daemon RSS: fresh / 10,000 KEEP locks / 10,000 waiters (MiB)",
