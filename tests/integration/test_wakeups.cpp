@@ -137,8 +137,9 @@ TEST_CASE("a wake channel cut by the master is subscribed again and wakes waiter
   release_wakes_waiter_on_other_daemon(fleet, d1, d2, "cut");
 }
 
-TEST_CASE("masters whose ACL predates wake-ups still lock and release; waiters use their timers",
-          "[integration][wake][auth]") {
+TEST_CASE(
+    "masters whose ACL predates wake-ups still lock and release, and waiters use their timers",
+    "[integration][wake][auth]") {
   const std::string admin = "adm1n-pass";
   const std::string password = "l0ck-user-pass";
   redis_fleet fleet(5, acl_args(admin, password, /*wake_channel=*/false), admin);

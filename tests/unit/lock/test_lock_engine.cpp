@@ -1263,8 +1263,9 @@ TEST_CASE("replies handled late by a busy daemon are no clock jump", "[engine][q
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::clock);
 }
 
-TEST_CASE("a waiter's attempt marks that it waits, for as long as it waits; a try-lock does not",
-          "[engine][wake]") {
+TEST_CASE(
+    "a waiter's attempt marks that it waits, for as long as it waits, and a try-lock does not",
+    "[engine][wake]") {
   fixture f;
   f.engine.lock(lock_of("r", 10000), f.client, 0);
   REQUIRE(f.count_sent(request_kind::acquire) == 5);
