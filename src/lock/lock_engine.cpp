@@ -14,12 +14,12 @@ namespace redlockd {
 lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog::logger> log,
                          now_function now)
     : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)), node_count_(cfg.nodes.size()),
-      keys_(cfg.fence_key),
+      keys_(cfg.fence_key), daemon_id_(view(owners_.next()).substr(0, 16)),
       health_(cfg, io, *log_, now_, fences_, counters_, keys_,
               [this](clock_type::time_point when, std::uint32_t node, std::uint64_t stamp) {
                 add_deadline(when, node, stamp, timer_kind::node);
               }),
-      leases_(cfg.lock_delay_ms, now_), cleanups_(io, cfg.nodes.size(), keys_),
+      leases_(cfg.lock_delay_ms, now_), cleanups_(io, cfg.nodes.size(), keys_, daemon_id_),
       random_(std::random_device{}()) {}
 
 // ---------------------------------------------------------------------------------------------
@@ -282,13 +282,14 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   case request_kind::acquire:
     if (op.lock.queued) // a refusal marks that this daemon waits: the release will wake it
       append_acquire_wait(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed(),
-                          wait_marker(marker_, keys_, op.key),
-                          ms_until(now_(), op.lock.wait_until));
+                          wait_marker(marker_, keys_, op.key), ms_until(now_(), op.lock.wait_until),
+                          daemon_id_);
     else
       append_acquire(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed());
     break;
   case request_kind::release:
-    append_release(command_, by, op.key, owner, keys_, wait_marker(marker_, keys_, op.key));
+    append_release(command_, by, op.key, owner, keys_, wait_marker(marker_, keys_, op.key),
+                   daemon_id_);
     break;
   case request_kind::extend:
     append_extend(command_, by, op.key, keys_, owner, op.ttl_ms);

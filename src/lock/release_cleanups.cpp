@@ -52,7 +52,7 @@ void release_cleanups::format(std::uint32_t index, script_by by) {
   command_.clear();
   const std::string& key = entries_[index].key;
   append_release(command_, by, key, view(entries_[index].owner), keys_,
-                 wait_marker(marker_, keys_, key));
+                 wait_marker(marker_, keys_, key), daemon_id_);
 }
 
 void release_cleanups::send(std::size_t node, std::uint32_t index) {

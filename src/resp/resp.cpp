@@ -10,7 +10,7 @@
 namespace redlockd {
 
 void append_command(std::string& out, std::initializer_list<std::string_view> args) {
-  constexpr std::size_t max_args = 12; // the longest: EVALSHA of acquire_wait
+  constexpr std::size_t max_args = 13; // the longest: EVALSHA of acquire_wait
   const char* argv[max_args];
   std::size_t argvlen[max_args];
   std::size_t argc = 0;

@@ -99,17 +99,19 @@ void append_acquire(std::string& out, script_by by, std::string_view key, const 
 
 void append_acquire_wait(std::string& out, script_by by, std::string_view key,
                          const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
-                         std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms) {
+                         std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms,
+                         std::string_view daemon_id) {
   const auto [verb, body] = head(script::acquire_wait, by);
   append_command(out, {verb, body, "4", key, keys.fence, keys.max_ttl, marker, owner,
                        decimal(ttl_ms).view(), decimal(proposal).view(),
-                       decimal(std::max<std::uint64_t>(wait_ms, 1)).view()});
+                       decimal(std::max<std::uint64_t>(wait_ms, 1)).view(), daemon_id});
 }
 
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
-                    const register_keys& keys, std::string_view marker) {
+                    const register_keys& keys, std::string_view marker,
+                    std::string_view daemon_id) {
   const auto [verb, body] = head(script::release, by);
-  append_command(out, {verb, body, "2", key, marker, owner, keys.wake});
+  append_command(out, {verb, body, "2", key, marker, owner, keys.wake, daemon_id});
 }
 
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,

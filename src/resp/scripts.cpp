@@ -34,17 +34,19 @@ constexpr std::string_view acquire_source =
                                          "end\n"
                                          "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
-// KEYS: lock key, wait marker. ARGV: owner, wake channel. 1 if deleted, 0 if the key holds
-// another owner, -1 if it is gone (the daemon tells a lost key from a lock taken over by someone
-// else). When the lock is free on this master and a daemon marked that it waits for it, the lock
-// key is published on the wake channel: the waiters on every daemon try again at once. With no
-// marker (nobody waits elsewhere) nothing is published. A master whose ACL forbids PUBLISH still
-// releases (pcall): waiters then fall back to their timed retry.
+// KEYS: lock key, wait marker. ARGV: owner, wake channel, the releasing daemon's id. 1 if
+// deleted, 0 if the key holds another owner, -1 if it is gone (the daemon tells a lost key from a
+// lock taken over by someone else). When the lock is free on this master and another daemon
+// marked that it waits for it, the lock key is published on the wake channel: the waiters on
+// every daemon try again at once. With no marker, or only the releasing daemon's own (its
+// waiters learn of its releases without the masters), nothing is published. A master whose ACL
+// forbids PUBLISH still releases (pcall): waiters then fall back to their timed retry.
 constexpr std::string_view release_source =
     "local v = redis.call('get', KEYS[1])\n"
     "local r = -1\n"
     "if v == ARGV[1] then r = redis.call('del', KEYS[1]) elseif v then return 0 end\n"
-    "if redis.call('get', KEYS[2]) then redis.pcall('publish', ARGV[2], KEYS[1]) end\n"
+    "local m = redis.call('get', KEYS[2])\n"
+    "if m and m ~= ARGV[3] then redis.pcall('publish', ARGV[2], KEYS[1]) end\n"
     "return r\n";
 
 // KEYS: lock key, max-TTL key. ARGV: owner, ttl ms. {1 if the TTL was set, 0 if another owner
@@ -92,9 +94,10 @@ constexpr std::string_view hand_over_source =
                                          "return {0, redis.call('pttl', KEYS[1]), t[1], t[2], r}\n";
 
 // KEYS: lock key, fence key, max-TTL key, wait marker. ARGV: owner, ttl ms, proposed token, ms
-// the waiter still waits. acquire for a LOCK ... WAIT: a refusal also marks, for as long as the
-// waiter waits (the longest of every daemon's waiters), that a daemon waits for this lock, so
-// that its release publishes a wake-up (release above). Answers as acquire does.
+// the waiter still waits, the waiting daemon's id. acquire for a LOCK ... WAIT: a refusal also
+// marks, for as long as the waiter waits (the longest of every daemon's waiters), who waits for
+// this lock: the daemon's id, or '*' once waiters of two daemons marked it. A release through
+// any other daemon then publishes a wake-up (release above). Answers as acquire does.
 constexpr std::string_view acquire_wait_source =
     REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "local t = redis.call('time')\n"
                                          "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', "
@@ -103,9 +106,11 @@ constexpr std::string_view acquire_wait_source =
                                          "  raise(3, 2)\n"
                                          "  return {1, c, t[1], t[2]}\n"
                                          "end\n"
-                                         "if redis.call('pttl', KEYS[4]) < tonumber(ARGV[4]) then\n"
-                                         "  redis.call('set', KEYS[4], '1', 'PX', ARGV[4])\n"
-                                         "end\n"
+                                         "local m = redis.call('get', KEYS[4])\n"
+                                         "if m and m ~= ARGV[5] then m = '*' else m = ARGV[5] end\n"
+                                         "local p = math.max(redis.call('pttl', KEYS[4]), "
+                                         "tonumber(ARGV[4]))\n"
+                                         "redis.call('set', KEYS[4], m, 'PX', p)\n"
                                          "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
 #undef REDLOCKD_LUA_RAISE

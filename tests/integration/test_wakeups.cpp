@@ -105,12 +105,23 @@ TEST_CASE("two daemons - locks nobody waits for publish nothing", "[integration]
   const lock_grant held = must_lock(c1, "LOCK held 10000");
   CHECK(starts_with(c2.request("LOCK held 10000"), "BUSY "));
   CHECK(c1.request("UNLOCK held " + held.owner) == "OK");
+  // A marker left by the releasing daemon's own waiter: its release publishes nothing either.
+  const lock_grant mine = must_lock(c1, "LOCK mine 10000");
+  {
+    line_client leaver(d1.port());
+    leaver.send("LOCK mine 10000 WAIT 8000\n");
+    REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }, 5s));
+  }
+  REQUIRE(eventually([&] { return d1.info().at("waiters") == 0; }, 5s));
+  CHECK(fleet.pttl(0, wait_marker("mine")) > 0);
+  CHECK(c1.request("UNLOCK mine " + mine.owner) == "OK");
+  CHECK(daemon_links_flushed(d1, fleet, {0, 1, 2, 3, 4}));
   CHECK(publishes(fleet) == 0);
   CHECK(d1.info().at("counters").at("wakeups") == 0);
   CHECK(d2.info().at("counters").at("wakeups") == 0);
   CHECK(lock_keys(fleet).empty());
   for (std::size_t i = 0; i < fleet.size(); ++i)
-    CHECK(fleet.keys(i, wait_marker("*")).empty());
+    CHECK(fleet.keys(i, wait_marker("*")) == std::vector<std::string>{wait_marker("mine")});
 }
 
 TEST_CASE("a wake channel cut by the master is subscribed again and wakes waiters as before",

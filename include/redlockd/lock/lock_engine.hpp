@@ -183,6 +183,9 @@ class lock_engine {
   register_keys keys_;
   fence_register fences_;
   owner_generator owners_;
+  // Names this daemon in the wait markers it leaves, so that its own releases do not publish
+  // wake-ups for its own waiters (they learn of them here): 16 random hex characters.
+  std::string daemon_id_;
   engine_counters counters_;
   latency_histogram acquire_latency_;
   std::vector<operation> slots_;

@@ -19,8 +19,10 @@ namespace redlockd {
 
 class release_cleanups {
  public:
-  release_cleanups(node_io& io, std::size_t nodes, const register_keys& keys)
-      : io_(io), node_count_(nodes), keys_(keys) {}
+  // `daemon_id`: the engine's, for the releases' wait-marker check.
+  release_cleanups(node_io& io, std::size_t nodes, const register_keys& keys,
+                   const std::string& daemon_id)
+      : io_(io), node_count_(nodes), keys_(keys), daemon_id_(daemon_id) {}
 
   // Releases (key, owner) on every master, also those that refused or did not answer (their SET
   // may have happened after all).
@@ -51,6 +53,7 @@ class release_cleanups {
   node_io& io_;
   std::size_t node_count_;
   const register_keys& keys_;
+  const std::string& daemon_id_;
   std::vector<entry> entries_;
   std::vector<std::uint32_t> free_;
   std::array<std::vector<std::uint32_t>, max_nodes> owed_{}; // per node, to send again

@@ -42,13 +42,15 @@ enum class script_by : std::uint8_t { sha, source };
 // Each appends one command to `out`.
 void append_acquire(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                     std::string_view owner, std::uint64_t ttl_ms, std::uint64_t proposal);
-// A LOCK ... WAIT's attempt: acquire's arguments, its wait marker and the ms it still waits.
+// A LOCK ... WAIT's attempt: acquire's arguments, its wait marker, the ms it still waits and the
+// waiting daemon's id.
 void append_acquire_wait(std::string& out, script_by by, std::string_view key,
                          const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
-                         std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms);
-// `marker`: wait_marker() of `key`.
+                         std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms,
+                         std::string_view daemon_id);
+// `marker`: wait_marker() of `key`; `daemon_id`: the releasing daemon's.
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
-                    const register_keys& keys, std::string_view marker);
+                    const register_keys& keys, std::string_view marker, std::string_view daemon_id);
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                    std::string_view owner, std::uint64_t ttl_ms);
 void append_fence_bump(std::string& out, script_by by, const register_keys& keys,

@@ -1120,7 +1120,7 @@ TEST_CASE("a release nobody waits for is sent again by source after NOSCRIPT, an
   auto resent = f.nodes.of(request_kind::cleanup);
   REQUIRE(resent.size() == 1);
   CHECK(resent[0].node == cleanups[2].node);
-  CHECK(resent[0].bytes.starts_with("*7\r\n$4\r\nEVAL\r\n"));
+  CHECK(resent[0].bytes.starts_with("*8\r\n$4\r\nEVAL\r\n"));
   f.nodes.sent.clear();
   f.nodes.up[4] = true;
   f.engine.on_node_ready(4);
@@ -1330,16 +1330,45 @@ TEST_CASE("a wake channel subscribed again makes every head waiter try soon", "[
   CHECK(f.count_sent(request_kind::acquire) == 10);
 }
 
-TEST_CASE("releases carry the lock's wait marker and the wake channel", "[engine][wake]") {
+namespace {
+// The arguments of one RESP command (an array of bulk strings).
+std::vector<std::string> args_of(std::string_view command) {
+  std::vector<std::string> out;
+  std::size_t at = command.find("\r\n") + 2; // past "*<n>"
+  while (at < command.size()) {
+    const std::size_t end = command.find("\r\n", at);
+    const std::size_t length = std::stoul(std::string(command.substr(at + 1, end - at - 1)));
+    out.emplace_back(command.substr(end + 2, length));
+    at = end + 2 + length + 2;
+  }
+  return out;
+}
+} // namespace
+
+TEST_CASE("releases carry the lock's wait marker, the wake channel and the daemon's id, the one "
+          "its waiters mark with",
+          "[engine][wake]") {
   fixture f;
+  auto waiter = std::make_shared<captured_replies>();
   f.engine.lock(lock_of("r", 10000), f.client, 0);
   f.answer_all(request_kind::acquire, granted(0), 3);
+  f.engine.lock(waiting_lock("r", 10000, 5000), waiter, 0);
+  const auto attempt = args_of(f.nodes.of(request_kind::acquire).back().bytes);
+  REQUIRE(attempt.size() == 12);
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.engine.client_gone(waiter.get()); // no hand-over: the UNLOCK releases
   f.engine.unlock(unlock_request{"r", owner_in(f.client->lines[0])}, f.client, 1);
   REQUIRE(f.count_sent(request_kind::release) == 5);
-  const register_keys keys(f.cfg.fence_key);
-  std::string marker;
-  std::string expected;
-  append_release(expected, script_by::sha, "r", owner_in(f.client->lines[0]), keys,
-                 wait_marker(marker, keys, "r"));
-  CHECK(f.nodes.of(request_kind::release)[0].bytes == expected);
+  const auto release = args_of(f.nodes.of(request_kind::release)[0].bytes);
+  REQUIRE(release.size() == 8);
+  CHECK(release[0] == "EVALSHA");
+  CHECK(release[1] == script_sha(script::release));
+  CHECK(release[2] == "2");
+  CHECK(release[3] == "r");
+  CHECK(release[4] == f.cfg.fence_key + ":waiting:r");
+  CHECK(release[5] == owner_in(f.client->lines[0]));
+  CHECK(release[6] == f.cfg.fence_key + ":wake");
+  CHECK(release[7].size() == 16);
+  CHECK(release[7] == attempt[11]); // the id this daemon's waiter marked with
+  CHECK(attempt[6] == f.cfg.fence_key + ":waiting:r");
 }
