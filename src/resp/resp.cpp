@@ -9,24 +9,43 @@
 
 namespace redlockd {
 
+namespace {
+
+// "<marker><n>\r\n", as hiredis' formatter writes the count of an array and the length of a
+// bulk string.
+void append_header(std::string& out, char marker, std::size_t n) {
+  char text[24];
+  text[0] = marker;
+  const auto end = std::to_chars(text + 1, text + sizeof text - 2, n).ptr;
+  end[0] = '\r';
+  end[1] = '\n';
+  out.append(text, static_cast<std::size_t>(end + 2 - text));
+}
+
+std::size_t decimal_digits(std::size_t n) {
+  std::size_t digits = 1;
+  for (; n >= 10; n /= 10)
+    ++digits;
+  return digits;
+}
+
+} // namespace
+
 void append_command(std::string& out, std::initializer_list<std::string_view> args) {
-  constexpr std::size_t max_args = 10; // the longest: EVALSHA of the acquire script
-  const char* argv[max_args];
-  std::size_t argvlen[max_args];
-  std::size_t argc = 0;
+  // The bytes redisFormatCommandArgv produces, written in place: no buffer of its own to
+  // allocate, no printf per argument.
+  constexpr std::size_t max_args = 10; // the longest: EVALSHA of the hand-over script
+  if (args.size() > max_args)
+    throw std::logic_error("append_command: too many arguments");
+  std::size_t total = 1 + decimal_digits(args.size()) + 2;
+  for (std::string_view arg : args)
+    total += 1 + decimal_digits(arg.size()) + 2 + arg.size() + 2;
+  out.reserve(out.size() + total);
+  append_header(out, '*', args.size());
   for (std::string_view arg : args) {
-    if (argc == max_args)
-      throw std::logic_error("append_command: too many arguments");
-    argv[argc] = arg.data();
-    argvlen[argc] = arg.size();
-    ++argc;
+    append_header(out, '$', arg.size());
+    out.append(arg).append("\r\n", 2);
   }
-  char* formatted = nullptr;
-  const int length = redisFormatCommandArgv(&formatted, static_cast<int>(argc), argv, argvlen);
-  if (length < 0)
-    throw std::bad_alloc();
-  out.append(formatted, static_cast<std::size_t>(length));
-  redisFreeCommand(formatted);
 }
 
 void reply_deleter::operator()(redisReply* reply) const {
