@@ -63,7 +63,7 @@ TEST_CASE("released blocks are reused: a steady stream of small replies allocate
   }
 }
 
-TEST_CASE("the pool keeps a few chunks; discard frees what was being built", "[reply_arena]") {
+TEST_CASE("the pool keeps a few chunks, and discard frees what was being built", "[reply_arena]") {
   std::vector<void*> kept;
   for (int i = 0; i < 32; ++i) {
     reply_arena arena;
