@@ -2,97 +2,151 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
 namespace redlockd {
 
+namespace {
+
+// "<marker><n>\r\n", as hiredis' formatter writes the count of an array and the length of a
+// bulk string.
+void append_header(std::string& out, char marker, std::size_t n) {
+  char text[24];
+  text[0] = marker;
+  const auto end = std::to_chars(text + 1, text + sizeof text - 2, n).ptr;
+  end[0] = '\r';
+  end[1] = '\n';
+  out.append(text, static_cast<std::size_t>(end + 2 - text));
+}
+
+std::size_t decimal_digits(std::size_t n) {
+  std::size_t digits = 1;
+  for (; n >= 10; n /= 10)
+    ++digits;
+  return digits;
+}
+
+} // namespace
+
 void append_command(std::string& out, std::initializer_list<std::string_view> args) {
+  // The bytes redisFormatCommandArgv produces, written in place: no buffer of its own to
+  // allocate, no printf per argument.
   constexpr std::size_t max_args = 13; // the longest: EVALSHA of acquire_wait
-  const char* argv[max_args];
-  std::size_t argvlen[max_args];
-  std::size_t argc = 0;
+  if (args.size() > max_args)
+    throw std::logic_error("append_command: too many arguments");
+  std::size_t total = 1 + decimal_digits(args.size()) + 2;
+  for (std::string_view arg : args)
+    total += 1 + decimal_digits(arg.size()) + 2 + arg.size() + 2;
+  out.reserve(out.size() + total);
+  append_header(out, '*', args.size());
   for (std::string_view arg : args) {
-    if (argc == max_args)
-      throw std::logic_error("append_command: too many arguments");
-    argv[argc] = arg.data();
-    argvlen[argc] = arg.size();
-    ++argc;
+    append_header(out, '$', arg.size());
+    out.append(arg).append("\r\n", 2);
   }
-  char* formatted = nullptr;
-  const int length = redisFormatCommandArgv(&formatted, static_cast<int>(argc), argv, argvlen);
-  if (length < 0)
-    throw std::bad_alloc();
-  out.append(formatted, static_cast<std::size_t>(length));
-  redisFreeCommand(formatted);
 }
 
 void reply_deleter::operator()(redisReply* reply) const {
-  freeReplyObject(reply);
+  reply_arena::release(reply); // the root is the first object of its block
 }
 
 namespace {
 
-// hiredis's own reply constructors, each counting against max_reply_objects first (through the
-// task's privdata, the reader's object count). Returning nullptr makes hiredis fail the stream.
-const redisReplyObjectFunctions& hiredis_functions() {
-  static const redisReplyObjectFunctions functions = [] {
-    redisReader* probe = redisReaderCreate();
-    if (probe == nullptr)
-      throw std::bad_alloc();
-    const redisReplyObjectFunctions copy = *probe->fn;
-    redisReaderFree(probe);
-    return copy;
-  }();
-  return functions;
-}
+// The objects live in the arena and go with their reply, never one by one.
+void free_nothing(void*) {}
 
-bool take_objects(const redisReadTask* task, std::size_t count) {
-  auto& objects = *static_cast<std::size_t*>(task->privdata);
-  if (count > max_reply_objects - objects)
-    return false;
-  objects += count;
-  return true;
-}
+} // namespace
 
-void* bounded_string(const redisReadTask* task, char* text, std::size_t length) {
-  return take_objects(task, 1) ? hiredis_functions().createString(task, text, length) : nullptr;
-}
-
-void* bounded_array(const redisReadTask* task, int elements) {
-  // hiredis allocates the element slots at once, before a single element has arrived.
-  if (elements < 0 || !take_objects(task, 1 + static_cast<std::size_t>(elements)))
+redisReply* reply_reader::make_object(int type, std::size_t objects) {
+  if (objects > max_reply_objects - objects_)
     return nullptr;
-  return hiredis_functions().createArray(task, elements);
+  objects_ += objects;
+  auto* reply = static_cast<redisReply*>(arena_.allocate(sizeof(redisReply)));
+  if (reply == nullptr)
+    return nullptr;
+  *reply = redisReply{};
+  reply->type = type;
+  return reply;
 }
 
-void* bounded_integer(const redisReadTask* task, long long value) {
-  return take_objects(task, 1) ? hiredis_functions().createInteger(task, value) : nullptr;
+namespace {
+
+// As hiredis' own constructors do: the new object takes its slot in the array it belongs to.
+void* linked(const redisReadTask* task, redisReply* reply) {
+  if (reply != nullptr && task->parent != nullptr)
+    static_cast<redisReply*>(task->parent->obj)->element[task->idx] = reply;
+  return reply;
 }
 
-void* bounded_nil(const redisReadTask* task) {
-  return take_objects(task, 1) ? hiredis_functions().createNil(task) : nullptr;
-}
-
-redisReplyObjectFunctions* bounded_functions() {
-  static redisReplyObjectFunctions functions = {bounded_string, bounded_array, bounded_integer,
-                                                bounded_nil, hiredis_functions().freeObject};
-  return &functions; // hiredis takes it non-const but never writes to it
+reply_reader& reader_of(const redisReadTask* task) {
+  return *static_cast<reply_reader*>(task->privdata);
 }
 
 } // namespace
+
+void* reply_reader::make_string(const redisReadTask* task, char* text, std::size_t length) {
+  reply_reader& self = reader_of(task);
+  redisReply* reply = self.make_object(task->type, 1); // string, status or error
+  if (reply == nullptr)
+    return nullptr;
+  auto* copy = static_cast<char*>(self.arena_.allocate(length + 1));
+  if (copy == nullptr)
+    return nullptr;
+  std::memcpy(copy, text, length);
+  copy[length] = '\0';
+  reply->str = copy;
+  reply->len = length;
+  return linked(task, reply);
+}
+
+void* reply_reader::make_array(const redisReadTask* task, int elements) {
+  // The element slots are taken at once, before a single element has arrived.
+  if (elements < 0)
+    return nullptr;
+  reply_reader& self = reader_of(task);
+  const auto count = static_cast<std::size_t>(elements);
+  redisReply* reply = self.make_object(REDIS_REPLY_ARRAY, 1 + count);
+  if (reply == nullptr)
+    return nullptr;
+  if (count > 0) {
+    auto* slots = static_cast<redisReply**>(self.arena_.allocate(count * sizeof(redisReply*)));
+    if (slots == nullptr)
+      return nullptr;
+    std::fill_n(slots, count, nullptr);
+    reply->element = slots;
+  }
+  reply->elements = count;
+  return linked(task, reply);
+}
+
+void* reply_reader::make_integer(const redisReadTask* task, long long value) {
+  redisReply* reply = reader_of(task).make_object(REDIS_REPLY_INTEGER, 1);
+  if (reply == nullptr)
+    return nullptr;
+  reply->integer = value;
+  return linked(task, reply);
+}
+
+void* reply_reader::make_nil(const redisReadTask* task) {
+  return linked(task, reader_of(task).make_object(REDIS_REPLY_NIL, 1));
+}
 
 reply_reader::reply_reader() {
   create();
 }
 
 void reply_reader::create() {
-  reader_ = redisReaderCreateWithFunctions(bounded_functions());
+  static redisReplyObjectFunctions functions = {make_string, make_array, make_integer, make_nil,
+                                                free_nothing};
+  reader_ = redisReaderCreateWithFunctions(&functions); // hiredis never writes to it
   if (reader_ == nullptr)
     throw std::bad_alloc();
-  reader_->privdata = &objects_;
+  reader_->privdata = this;
+  arena_.discard();
   objects_ = 0;
   too_large_ = false;
 }
@@ -122,6 +176,10 @@ reply_reader::status reply_reader::next(reply_ptr& out) {
   if (reply == nullptr)
     return status::need_more;
   objects_ = 0; // the next reply starts its own count
+  // The root was the reply's first object: it takes the block, and the next reply a new one.
+  void* block = arena_.finish();
+  if (block != reply)
+    throw std::logic_error("reply_reader: a reply that is not its block's first object");
   out.reset(static_cast<redisReply*>(reply));
   return status::reply;
 }
@@ -129,7 +187,7 @@ reply_reader::status reply_reader::next(reply_ptr& out) {
 void reply_reader::reset() {
   redisReaderFree(reader_);
   reader_ = nullptr;
-  create();
+  create(); // and the objects of a partial reply go
 }
 
 bool is_error(const redisReply& reply) {

@@ -1,6 +1,8 @@
 // RESP2 codec on top of hiredis: its command formatter and its reply reader. No I/O.
 #pragma once
 
+#include "redlockd/resp/reply_arena.hpp"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -8,6 +10,7 @@
 #include <string_view>
 
 struct redisReader;
+struct redisReadTask;
 struct redisReply;
 
 namespace redlockd {
@@ -15,6 +18,7 @@ namespace redlockd {
 // Appends one command in RESP (as redisFormatCommandArgv produces it) to `out`.
 void append_command(std::string& out, std::initializer_list<std::string_view> args);
 
+// A reply owns the memory of its whole tree (see reply_arena.hpp); it outlives its reader.
 struct reply_deleter {
   void operator()(redisReply* reply) const;
 };
@@ -26,7 +30,8 @@ using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
 inline constexpr std::size_t max_reply_bytes = 4 << 20; // not yet parsed, incl. a partial reply
 inline constexpr std::size_t max_reply_objects = 65536; // strings, integers, nils and array slots
 
-// Incremental reply parser: feed bytes as they come, take complete replies.
+// Incremental reply parser: feed bytes as they come, take complete replies. hiredis parses;
+// the reply objects are built into a reply_arena rather than allocated one by one.
 class reply_reader {
  public:
   reply_reader();
@@ -45,9 +50,18 @@ class reply_reader {
 
  private:
   void create();
+  // hiredis' reply constructors (redisReplyObjectFunctions), through the task's privdata.
+  static void* make_string(const redisReadTask* task, char* text, std::size_t length);
+  static void* make_array(const redisReadTask* task, int elements);
+  static void* make_integer(const redisReadTask* task, long long value);
+  static void* make_nil(const redisReadTask* task);
+  // A zeroed object of `type` in the arena, counted as `objects` against max_reply_objects. Null
+  // past the bound or out of memory: hiredis then fails the stream.
+  redisReply* make_object(int type, std::size_t objects);
 
   redisReader* reader_ = nullptr;
-  std::size_t objects_ = 0; // objects of the reply being parsed; hiredis counts through it
+  reply_arena arena_;       // the objects of the reply being parsed
+  std::size_t objects_ = 0; // how many: counted against max_reply_objects
   bool too_large_ = false;  // a reply outgrew max_reply_bytes: next() reports protocol_error
 };
 

@@ -3,6 +3,10 @@
 #include <catch2/catch.hpp>
 #include <hiredis/hiredis.h>
 
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 using namespace redlockd;
 
 namespace {
@@ -143,4 +147,51 @@ TEST_CASE("a bulk string longer than max_reply_bytes is a protocol error - not b
       ++replies;
   }
   CHECK(replies > 2 * max_reply_bytes / 12);
+}
+
+TEST_CASE("commands are the very bytes hiredis' formatter writes", "[resp]") {
+  const std::string long_arg(1000, 'x');
+  const std::string binary("a\0\r\nb", 5);
+  const std::vector<std::vector<std::string_view>> commands = {
+      {"PING"},
+      {"GET", ""},
+      {"EVALSHA", "0123456789012345678901234567890123456789", "3", "k", "f", "f:max_ttl", "owner",
+       "10000", "42", long_arg},
+      {"SET", binary, long_arg},
+  };
+  for (const auto& args : commands) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> argvlen;
+    for (std::string_view arg : args) {
+      argv.push_back(arg.data());
+      argvlen.push_back(arg.size());
+    }
+    char* formatted = nullptr;
+    const int length = redisFormatCommandArgv(&formatted, static_cast<int>(args.size()),
+                                              argv.data(), argvlen.data());
+    REQUIRE(length > 0);
+    const std::string expected(formatted, static_cast<std::size_t>(length));
+    redisFreeCommand(formatted);
+
+    std::string out = "before";
+    switch (args.size()) {
+    case 1:
+      append_command(out, {args[0]});
+      break;
+    case 2:
+      append_command(out, {args[0], args[1]});
+      break;
+    case 3:
+      append_command(out, {args[0], args[1], args[2]});
+      break;
+    default:
+      append_command(out, {args[0], args[1], args[2], args[3], args[4], args[5], args[6], args[7],
+                           args[8], args[9]});
+      break;
+    }
+    CHECK(out == "before" + expected);
+  }
+  std::string out;
+  CHECK_THROWS_AS(append_command(out, {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}),
+                  std::logic_error);
 }
