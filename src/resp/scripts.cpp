@@ -19,20 +19,23 @@ namespace {
   "  return c or '0'\n"                                                                            \
   "end\n"
 
+// acquire's grant: SET NX PX and, when it took, the fence and longest-TTL registers raised in
+// the same step; answers {1, previous counter, TIME}. Falls through on a refusal.
+#define REDLOCKD_LUA_GRANT                                                                         \
+  "local t = redis.call('time')\n"                                                                 \
+  "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"                             \
+  "  local c = raise(2, 3)\n"                                                                      \
+  "  raise(3, 2)\n"                                                                                \
+  "  return {1, c, t[1], t[2]}\n"                                                                  \
+  "end\n"
+
 // KEYS: lock key, fence key, max-TTL key. ARGV: owner, ttl ms, proposed token.
 // Granted: {1, previous counter, TIME}. Refused: {0, remaining TTL of the holder in ms, TIME}.
 // TIME (seconds, microseconds) lets the daemon see a master's clock jump at every vote. A grant
 // also raises the master's record of the longest TTL, in the same step: every master that holds
 // a lock knows how long a restarted master must sit out for it.
-constexpr std::string_view acquire_source =
-    REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "local t = redis.call('time')\n"
-                                         "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', "
-                                         "ARGV[2]) then\n"
-                                         "  local c = raise(2, 3)\n"
-                                         "  raise(3, 2)\n"
-                                         "  return {1, c, t[1], t[2]}\n"
-                                         "end\n"
-                                         "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
+constexpr std::string_view acquire_source = REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE REDLOCKD_LUA_GRANT
+    "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
 // KEYS: lock key, wait marker. ARGV: owner, wake channel, the releasing daemon's id. 1 if
 // deleted, 0 if the key holds another owner, -1 if it is gone (the daemon tells a lost key from a
@@ -99,20 +102,15 @@ constexpr std::string_view hand_over_source =
 // this lock: the daemon's id, or '*' once waiters of two daemons marked it. A release through
 // any other daemon then publishes a wake-up (release above). Answers as acquire does.
 constexpr std::string_view acquire_wait_source =
-    REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE "local t = redis.call('time')\n"
-                                         "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', "
-                                         "ARGV[2]) then\n"
-                                         "  local c = raise(2, 3)\n"
-                                         "  raise(3, 2)\n"
-                                         "  return {1, c, t[1], t[2]}\n"
-                                         "end\n"
-                                         "local m = redis.call('get', KEYS[4])\n"
-                                         "if m and m ~= ARGV[5] then m = '*' else m = ARGV[5] end\n"
-                                         "local p = math.max(redis.call('pttl', KEYS[4]), "
-                                         "tonumber(ARGV[4]))\n"
-                                         "redis.call('set', KEYS[4], m, 'PX', p)\n"
-                                         "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
+    REDLOCKD_LUA_LESS REDLOCKD_LUA_RAISE REDLOCKD_LUA_GRANT
+    "local m = redis.call('get', KEYS[4])\n"
+    "if m and m ~= ARGV[5] then m = '*' else m = ARGV[5] end\n"
+    "local p = math.max(redis.call('pttl', KEYS[4]), "
+    "tonumber(ARGV[4]))\n"
+    "redis.call('set', KEYS[4], m, 'PX', p)\n"
+    "return {0, redis.call('pttl', KEYS[1]), t[1], t[2]}\n";
 
+#undef REDLOCKD_LUA_GRANT
 #undef REDLOCKD_LUA_RAISE
 #undef REDLOCKD_LUA_LESS
 
