@@ -1,4 +1,5 @@
-// RESP2 codec on top of hiredis: its command formatter and its reply reader. No I/O.
+// RESP2 codec: commands written in place (the bytes hiredis' formatter would write) and hiredis'
+// reply reader building each reply into one arena block (reply_arena.hpp). No I/O.
 #pragma once
 
 #include "redlockd/resp/reply_arena.hpp"
