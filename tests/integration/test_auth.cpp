@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "checks.hpp"
 #include "proc.hpp"
 #include "test_env.hpp"
 
@@ -324,13 +325,7 @@ TEST_CASE("the daemon authenticates to ACL masters, and again after a master res
   // The daemon's connections run as the ACL user.
   CHECK(fleet.run(0, "CLIENT", "LIST").str.find("user=redlockd") != std::string::npos);
   // The README's ACL line covers the wake channel too: every subscriber is up.
-  CHECK(eventually([&] {
-    const auto info = daemon.info();
-    for (const auto& node : info.at("nodes"))
-      if (!node.value("wake_subscribed", false))
-        return false;
-    return true;
-  }));
+  CHECK(eventually([&] { return all_wake_subscribed(daemon); }));
 
   fleet.kill(2);
   REQUIRE(eventually([&] { return node_state(daemon.info(), fleet.address(2)) != "ok"; }));

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "checks.hpp"
 #include "test_env.hpp"
 
 using namespace redlockd::test;
@@ -25,14 +26,6 @@ constexpr std::size_t B = 1;
 constexpr std::size_t C = 2;
 constexpr std::size_t D = 3;
 constexpr std::size_t E = 4;
-
-lock_grant must_lock(line_client& client, const std::string& line) {
-  const std::string reply = client.request(line);
-  INFO("request: " << line << "  reply: " << reply);
-  const auto grant = parse_lock_ok(reply);
-  REQUIRE(grant);
-  return *grant;
-}
 
 // Another owner's key (a plain Redlock client, or a lock nobody released) on some masters.
 void set_foreign_key(const redis_fleet& fleet, const std::vector<std::size_t>& nodes,

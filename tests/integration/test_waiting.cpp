@@ -6,22 +6,11 @@
 #include <thread>
 #include <vector>
 
+#include "checks.hpp"
 #include "test_env.hpp"
 
 using namespace redlockd::test;
 using namespace std::chrono_literals;
-
-namespace {
-
-lock_grant must_lock(line_client& client, const std::string& line) {
-  const std::string reply = client.request(line);
-  INFO("request: " << line << "  reply: " << reply);
-  const auto grant = parse_lock_ok(reply);
-  REQUIRE(grant);
-  return *grant;
-}
-
-} // namespace
 
 TEST_CASE("20 waiters on one resource are granted first come, first served",
           "[integration][wait]") {

@@ -6,28 +6,13 @@
 #include <cstdint>
 #include <string>
 
+#include "checks.hpp"
 #include "test_env.hpp"
 
 using namespace redlockd::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-lock_grant must_lock(line_client& client, const std::string& line) {
-  const std::string reply = client.request(line);
-  INFO("request: " << line << "  reply: " << reply);
-  const auto grant = parse_lock_ok(reply);
-  REQUIRE(grant);
-  return *grant;
-}
-
-bool all_subscribed(const daemon_process& daemon) {
-  const nlohmann::json info = daemon.info(); // kept: the loop below refers into it
-  for (const auto& node : info.at("nodes"))
-    if (!node.value("wake_subscribed", false))
-      return false;
-  return true;
-}
 
 // PUBLISH calls master `node` has run since it started (scripts' calls included).
 std::int64_t publishes(const redis_fleet& fleet, std::size_t node) {
@@ -79,7 +64,7 @@ TEST_CASE("two daemons - an UNLOCK through one wakes the waiter on the other at 
   daemon_process d1(fleet.addresses());
   daemon_process d2(fleet.addresses());
   // (CHECK, not REQUIRE: a daemon without wake-ups goes on to show what it does.)
-  CHECK(eventually([&] { return all_subscribed(d1) && all_subscribed(d2); }, 10s));
+  CHECK(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
   release_wakes_waiter_on_other_daemon(fleet, d1, d2, "job");
   CHECK(d2.info().at("counters").at("wakeups") >= 1);
   CHECK(publishes(fleet) >= 3); // the masters where the waiter had been refused
@@ -92,7 +77,7 @@ TEST_CASE("two daemons - locks nobody waits for publish nothing", "[integration]
   redis_fleet fleet;
   daemon_process d1(fleet.addresses());
   daemon_process d2(fleet.addresses());
-  REQUIRE(eventually([&] { return all_subscribed(d1) && all_subscribed(d2); }, 10s));
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
   line_client c1(d1.port());
   line_client c2(d2.port());
   for (int i = 0; i < 20; ++i) {
@@ -129,14 +114,14 @@ TEST_CASE("a wake channel cut by the master is subscribed again and wakes waiter
   redis_fleet fleet;
   daemon_process d1(fleet.addresses());
   daemon_process d2(fleet.addresses());
-  REQUIRE(eventually([&] { return all_subscribed(d1) && all_subscribed(d2); }, 10s));
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
   for (std::size_t i = 0; i < fleet.size(); ++i)
     fleet.run(i, "CLIENT", "KILL", "TYPE", "pubsub");
   // The daemon notices (it reconnects within its backoff, faster than INFO could show it).
   REQUIRE(
       eventually([&] { return d2.log().find("wake channel of node") != std::string::npos; }, 5s));
   CHECK(d2.log().find("closed: End of file") != std::string::npos);
-  REQUIRE(eventually([&] { return all_subscribed(d2); }, 10s));
+  REQUIRE(eventually([&] { return all_wake_subscribed(d2); }, 10s));
   // Each master shows a subscriber of each daemon again.
   for (std::size_t i = 0; i < fleet.size(); ++i)
     CHECK(eventually(
