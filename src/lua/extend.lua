@@ -1,0 +1,10 @@
+-- extend: EXTEND and KEEP renewals. Never re-creates a key that is gone.
+-- KEYS: lock key, max-TTL key. ARGV: owner, ttl ms.
+-- {1 if the TTL was set, 0 if another owner holds the key, -1 if it is gone, TIME}. An extension
+-- raises the longest-TTL record as a grant does.
+local t = redis.call('time')
+local v = redis.call('get', KEYS[1])
+local n = -1
+if v == ARGV[1] then n = redis.call('pexpire', KEYS[1], ARGV[2]) elseif v then n = 0 end
+if n == 1 then raise(2, 2) end
+return {n, t[1], t[2]}

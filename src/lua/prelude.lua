@@ -1,0 +1,25 @@
+-- The helpers every script of redlockd starts with: the build puts this file before each
+-- script's own text (cmake/embed_lua.cmake), so the text a master runs is prelude + script.
+
+-- Compares decimal counters without leading zeros exactly, as strings: Lua numbers are doubles
+-- and would round counters above 2^53.
+local function less(a, b) return #a < #b or (#a == #b and a < b) end
+
+-- Raises the max-register KEYS[k] to ARGV[a]; a missing register is created. Returns the value
+-- it held before ('0' if none).
+local function raise(k, a)
+  local c = redis.call('get', KEYS[k])
+  if not c or less(c, ARGV[a]) then redis.call('set', KEYS[k], ARGV[a]) end
+  return c or '0'
+end
+
+-- acquire's grant (KEYS: lock key, fence key, max-TTL key; ARGV: owner, ttl ms, proposed token):
+-- SET NX PX and, when it took, the fence and longest-TTL registers raised in the same step.
+-- Returns {1, previous counter, TIME}, or nil on a refusal. `t` is the master's TIME.
+local function grant(t)
+  if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    local c = raise(2, 3)
+    raise(3, 2)
+    return {1, c, t[1], t[2]}
+  end
+end
