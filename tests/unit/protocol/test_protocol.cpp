@@ -693,7 +693,7 @@ TEST_CASE("LIST takes a prefix and a COUNT, clamped to 1000", "[protocol]") {
   CHECK(code_of("LIST \x01") == err_code::bad_resource);
 }
 
-TEST_CASE("BREAK takes one resource; STATUS is unchanged", "[protocol]") {
+TEST_CASE("BREAK takes one resource and STATUS is unchanged", "[protocol]") {
   const auto req = parse_ok("break orders:1");
   REQUIRE(std::holds_alternative<break_request>(req));
   CHECK(std::get<break_request>(req).resource == "orders:1");
