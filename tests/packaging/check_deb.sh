@@ -97,6 +97,7 @@ expected=(
   /usr/share/man/man8/redlockd.8.gz /usr/share/man/man1/redlockctl.1.gz
   /usr/share/man/man5/redlockd.json.5.gz
   /usr/share/doc/redlockd/README.md /usr/share/doc/redlockd/PROTOCOL.md
+  /usr/share/doc/redlockd/docs/operations.md
   /usr/share/doc/redlockd/examples/redis-master@.service
   /usr/share/doc/redlockd/examples/redis-master.conf
   /usr/share/doc/redlockd/examples/redlockd-alerts.yml
