@@ -324,7 +324,7 @@ TEST_CASE("the daemon authenticates to ACL masters, and again after a master res
   CHECK(client.request("UNLOCK acl-res " + grant->owner) == "OK");
   // The daemon's connections run as the ACL user.
   CHECK(fleet.run(0, "CLIENT", "LIST").str.find("user=redlockd") != std::string::npos);
-  // The README's ACL line covers the wake channel too: every subscriber is up.
+  // The ACL line of docs/security.md covers the wake channel too: every subscriber is up.
   CHECK(eventually([&] { return all_wake_subscribed(daemon); }));
 
   fleet.kill(2);

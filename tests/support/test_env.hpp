@@ -149,8 +149,8 @@ inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_
 }
 
 // The redis-server arguments of an ACL fleet: the default user needs `admin` (for the test's own
-// helpers) and the user "redlockd" has `password` and only the commands the README lists; with
-// `wake_channel` false, the list of releases before cross-daemon wake-ups (no pub/sub).
+// helpers) and the user "redlockd" has `password` and only the commands docs/security.md lists;
+// with `wake_channel` false, the list of releases before cross-daemon wake-ups (no pub/sub).
 inline std::vector<std::string> acl_args(const std::string& admin, const std::string& password,
                                          bool wake_channel = true) {
   std::vector<std::string> args = {
