@@ -223,6 +223,12 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
         } else if constexpr (std::is_same_v<type, auth_request>) {
           handle_auth(seq, req.secret);
         } else if constexpr (std::is_same_v<type, lock_request>) {
+          if (req.mode != lock_mode::exclusive || req.label || req.max_hold_ms) {
+            // Parsed (protocol v1.1) but not served by the engine yet: answered as v1 did.
+            deliver(seq, format_error(err_code::syntax,
+                                      "unknown LOCK option; expected WAIT <ms> or KEEP"));
+            return;
+          }
           if (context_.shutting_down) {
             deliver(seq, format_error(err_code::shutting_down, "the daemon is stopping"));
             return;
@@ -244,6 +250,9 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
         } else if constexpr (std::is_same_v<type, quit_request>) {
           deliver(seq, format_ok());
           reading_done_ = true;
+        } else {
+          // MLOCK, MUNLOCK, MEXTEND, LIST, BREAK: parsed (protocol v1.1) but not served yet.
+          deliver(seq, format_error(err_code::unknown_command, "unknown command"));
         }
       },
       parsed);
