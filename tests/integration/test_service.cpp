@@ -73,11 +73,8 @@ std::map<std::string, double> parse_exposition(const std::string& text) {
 } // namespace
 
 TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integration][service]") {
-  redis_fleet fleet;
-  const std::uint16_t metrics_port = free_loopback_port();
-  daemon_process daemon(fleet.addresses(),
-                        {{"metrics_listen", "127.0.0.1:" + std::to_string(metrics_port)}});
-  line_client client(daemon.port());
+  fleet_with_metrics env;
+  line_client client(env.daemon.port());
   const auto grant = parse_lock_ok(client.request("LOCK m 10000"));
   REQUIRE(grant);
   CHECK(starts_with(client.request("LOCK m 10000"), "BUSY"));
@@ -85,7 +82,7 @@ TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integr
   CHECK(client.request("EXTEND m " + grant->owner + " 10000") == "NOTHELD");
   CHECK(starts_with(client.request("LOCK"), "ERR SYNTAX"));
 
-  const http_response response = http_get(metrics_port, "/metrics");
+  const http_response response = http_get(env.metrics_port, "/metrics");
   CHECK(response.status == 200);
   CHECK(response.headers.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
   const auto samples = parse_exposition(response.body);
@@ -99,7 +96,7 @@ TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integr
   CHECK(samples.at("redlockd_build_info{version=\"" REDLOCKD_VERSION "\"}") == 1);
   CHECK(samples.at("redlockd_clients") == 1);
   CHECK(samples.at("redlockd_fence_high_water") >= static_cast<double>(grant->fence));
-  for (const auto& address : fleet.addresses()) {
+  for (const auto& address : env.fleet.addresses()) {
     CHECK(samples.at("redlockd_node_up{node=\"" + address + "\"}") == 1);
     CHECK(samples.at("redlockd_node_state{node=\"" + address + "\",state=\"ok\"}") == 1);
     CHECK(samples.at("redlockd_node_state{node=\"" + address + "\",state=\"down\"}") == 0);
@@ -128,7 +125,7 @@ TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integr
   CHECK(previous == samples.at("redlockd_acquire_duration_seconds_count"));
   CHECK(previous == 2); // two LOCKs answered
 
-  CHECK(http_get(metrics_port, "/nothing").status == 404);
+  CHECK(http_get(env.metrics_port, "/nothing").status == 404);
 }
 
 namespace {
@@ -182,26 +179,23 @@ std::optional<double> sum_of(const std::map<std::string, double>& samples,
 
 TEST_CASE("every INFO counter is exported in /metrics, with the same value",
           "[integration][service]") {
-  redis_fleet fleet;
-  const std::uint16_t metrics_port = free_loopback_port();
-  daemon_process daemon(fleet.addresses(),
-                        {{"metrics_listen", "127.0.0.1:" + std::to_string(metrics_port)}});
+  fleet_with_metrics env;
   // Traffic that moves most counters: grants, BUSY, a hand-over to a waiter, NOTHELD, EXTEND.
-  line_client holder(daemon.port());
-  line_client waiter(daemon.port());
+  line_client holder(env.daemon.port());
+  line_client waiter(env.daemon.port());
   const auto grant = parse_lock_ok(holder.request("LOCK c 10000"));
   REQUIRE(grant);
   CHECK(starts_with(holder.request("LOCK c 10000"), "BUSY"));
   waiter.send("LOCK c 10000 WAIT 10000\n");
-  REQUIRE(eventually([&] { return daemon.info().at("waiters") == 1; }));
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }));
   CHECK(holder.request("UNLOCK c " + grant->owner) == "OK");
   const auto handed = parse_lock_ok(waiter.read_line());
   REQUIRE(handed);
   CHECK(starts_with(waiter.request("EXTEND c " + handed->owner + " 10000"), "OK "));
   CHECK(holder.request("UNLOCK c " + grant->owner) == "NOTHELD");
 
-  const nlohmann::json counters = daemon.info().at("counters");
-  const auto samples = parse_exposition(http_get(metrics_port, "/metrics").body);
+  const nlohmann::json counters = env.daemon.info().at("counters");
+  const auto samples = parse_exposition(http_get(env.metrics_port, "/metrics").body);
   CHECK(counters.at("handovers") == 1);
   std::set<std::string> in_info;
   for (const auto& [name, value] : counters.items()) {
@@ -236,22 +230,19 @@ TEST_CASE("every INFO counter is exported in /metrics, with the same value",
 
 TEST_CASE("a WAIT's queueing goes to the wait histogram, each attempt to the round histogram",
           "[integration][service]") {
-  redis_fleet fleet;
-  const std::uint16_t metrics_port = free_loopback_port();
-  daemon_process daemon(fleet.addresses(),
-                        {{"metrics_listen", "127.0.0.1:" + std::to_string(metrics_port)}});
-  line_client holder(daemon.port());
-  line_client waiter(daemon.port());
+  fleet_with_metrics env;
+  line_client holder(env.daemon.port());
+  line_client waiter(env.daemon.port());
   const auto grant = parse_lock_ok(holder.request("LOCK h 10000"));
   REQUIRE(grant);
   waiter.send("LOCK h 10000 WAIT 10000\n");
-  REQUIRE(eventually([&] { return daemon.info().at("waiters") == 1; }));
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }));
   // Held for 600 ms more once the waiter is queued: it cannot get the lock sooner.
   std::this_thread::sleep_for(600ms);
   CHECK(holder.request("UNLOCK h " + grant->owner) == "OK");
   REQUIRE(parse_lock_ok(waiter.read_line()));
 
-  const auto samples = parse_exposition(http_get(metrics_port, "/metrics").body);
+  const auto samples = parse_exposition(http_get(env.metrics_port, "/metrics").body);
   // Two LOCKs granted: the holder's without a wait, the waiter's after more than 0.5 s.
   CHECK(samples.at("redlockd_acquire_wait_duration_seconds_count") == 2);
   CHECK(samples.at(R"(redlockd_acquire_wait_duration_seconds_bucket{le="0.5"})") == 1);
@@ -265,18 +256,15 @@ TEST_CASE("a WAIT's queueing goes to the wait histogram, each attempt to the rou
 }
 
 TEST_CASE("/healthz follows the quorum of masters", "[integration][service]") {
-  redis_fleet fleet;
-  const std::uint16_t metrics_port = free_loopback_port();
-  daemon_process daemon(fleet.addresses(),
-                        {{"metrics_listen", "127.0.0.1:" + std::to_string(metrics_port)}});
-  CHECK(http_get(metrics_port, "/healthz").status == 200);
-  fleet.kill(0);
-  fleet.kill(1);
-  CHECK(http_get(metrics_port, "/healthz").status == 200);
-  fleet.kill(2);
-  CHECK(eventually([&] { return http_get(metrics_port, "/healthz").status == 503; }, 5s));
-  fleet.restart(2);
-  CHECK(eventually([&] { return http_get(metrics_port, "/healthz").status == 200; }, 10s));
+  fleet_with_metrics env;
+  CHECK(http_get(env.metrics_port, "/healthz").status == 200);
+  env.fleet.kill(0);
+  env.fleet.kill(1);
+  CHECK(http_get(env.metrics_port, "/healthz").status == 200);
+  env.fleet.kill(2);
+  CHECK(eventually([&] { return http_get(env.metrics_port, "/healthz").status == 503; }, 5s));
+  env.fleet.restart(2);
+  CHECK(eventually([&] { return http_get(env.metrics_port, "/healthz").status == 200; }, 10s));
 }
 
 TEST_CASE("SIGTERM releases KEEP locks on every master and exits 0", "[integration][service]") {

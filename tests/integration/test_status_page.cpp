@@ -23,11 +23,8 @@ const std::string long_resource = "reports/" + std::string(180, 'x');
 
 // A daemon (key prefix "app:") holding three leases and a KEEP lock granted through it, with two
 // clients queued by WAIT behind "orders:42".
-struct status_scene {
-  status_scene()
-      : metrics_port(free_loopback_port()),
-        daemon(fleet.addresses(), {{"metrics_listen", "127.0.0.1:" + std::to_string(metrics_port)},
-                                   {"key_prefix", "app:"}}) {
+struct status_scene : fleet_with_metrics {
+  status_scene() : fleet_with_metrics(nlohmann::json{{"key_prefix", "app:"}}) {
     for (const std::string& resource : {std::string("orders:42"), markup_resource, long_resource})
       grants.emplace(resource, take(holder, "LOCK " + resource + " 120000"));
     grants.emplace("jobs/nightly", take(keeper, "LOCK jobs/nightly 120000 KEEP"));
@@ -52,9 +49,6 @@ struct status_scene {
     return "";
   }
 
-  redis_fleet fleet;
-  std::uint16_t metrics_port;
-  daemon_process daemon;
   line_client holder{daemon.port()};
   line_client keeper{daemon.port()};
   line_client waiter_a{daemon.port()};
