@@ -1,6 +1,7 @@
 // The composition root: builds the fleet of Redis links, the lock engine, the status reader,
-// the client listener, the metrics server and the supervisor, wires them together and runs the
-// loop. What they report lives in status_info.cpp; signals and shutdown in supervisor.cpp.
+// the client listener, the metrics server (with the status page) and the supervisor, wires them
+// together and runs the loop. What they report lives in status_info.cpp; signals and shutdown in
+// supervisor.cpp.
 #include "redlockd/app/daemon.hpp"
 
 #include "redlockd/app/daemon_parts.hpp"
@@ -10,6 +11,7 @@
 #include "redlockd/lock/lock_engine.hpp"
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/lock/status_query.hpp"
+#include "redlockd/metrics/counter_rates.hpp"
 #include "redlockd/metrics/metrics.hpp"
 #include "redlockd/metrics/metrics_server.hpp"
 #include "redlockd/net/net.hpp"
@@ -87,10 +89,12 @@ struct daemon::impl {
         server(io, context),
         metrics(io,
                 {[this] { return render_metrics(snapshot(parts)); },
-                 [this] { return masters.usable_count() >= quorum(cfg.nodes.size()); }},
+                 [this] { return masters.usable_count() >= quorum(cfg.nodes.size()); },
+                 [this] { return status_page(parts, rates); },
+                 [this] { return status_json(parts, rates); }},
                 log),
         parts{cfg, log, masters, engine, status_reads, context, server, metrics, started},
-        life(io, parts, std::move(reload)) {
+        rates(started), life(io, parts, std::move(reload)) {
     context.info_json = [this] { return info_json(parts); };
     context.status = &status_reads;
     masters.route_to(engine, status_reads);
@@ -124,6 +128,7 @@ struct daemon::impl {
   listener server;
   metrics_server metrics;
   daemon_parts parts;
+  counter_rates rates; // the status page's rates between two of its requests
   supervisor life;
 };
 

@@ -84,6 +84,7 @@ void lock_engine::start_fencing_round(std::uint32_t slot) {
 void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   operation& op = slots_[slot];
   const auto expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
+  acquire_round_latency_.record(now_() - op.t0);
   if (op.lock.queued) {
     dequeue(slot);
     // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends.
@@ -98,6 +99,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     return;
   }
   ++counters_.acquired;
+  acquire_wait_latency_.record(op.t0 - op.lock.requested_at); // queued before the winning round
   const clock_type::time_point now = now_();
   grant_reply grant;
   grant.line = format_lock_ok(view(op.owner), op.lock.fence.proposed(), validity);
@@ -109,7 +111,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     grant.keep_generation = keeps_.at(grant.keep_index).generation;
   } else {
     leases_.grant(op.key, {op.owner, expires, now_() + std::chrono::milliseconds(validity),
-                           op.watch.granted});
+                           op.watch.granted, op.lock.fence.proposed()});
   }
   op.watch.drain = true; // grants that come after the reply belong to the lock too
   finish_grant(slot, std::move(grant));
@@ -117,6 +119,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
 
 void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   operation& op = slots_[slot];
+  acquire_round_latency_.record(now_() - op.t0);
   cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms));
   const bool busy = line.starts_with("BUSY");
   const clock_type::time_point now = now_();
@@ -192,7 +195,7 @@ std::uint32_t lock_engine::start_keep(std::uint32_t slot, std::int64_t validity)
   operation& op = slots_[slot];
   const std::uint32_t index =
       keeps_.add(op.key, op.owner, op.ttl_ms, now_() + std::chrono::milliseconds(validity),
-                 op.watch.granted, op.sink, op.seq);
+                 op.watch.granted, op.lock.fence.proposed(), op.sink, op.seq);
   op.lock.keep_started = true; // the count now belongs to the KEEP lock
   add_deadline(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), index, keeps_.at(index).generation,
                timer_kind::renew);

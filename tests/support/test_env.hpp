@@ -36,6 +36,23 @@ struct fleet_and_daemon {
   daemon_process daemon;
 };
 
+// One fleet of five masters and one daemon with its metrics port (/metrics, /healthz, the
+// status page) on a free loopback port.
+struct fleet_with_metrics {
+  explicit fleet_with_metrics(nlohmann::json extra = nlohmann::json::object())
+      : metrics_port(free_loopback_port()),
+        daemon(fleet.addresses(), with_metrics(std::move(extra), metrics_port)) {}
+
+  static nlohmann::json with_metrics(nlohmann::json extra, std::uint16_t port) {
+    extra["metrics_listen"] = "127.0.0.1:" + std::to_string(port);
+    return extra;
+  }
+
+  redis_fleet fleet;
+  std::uint16_t metrics_port;
+  daemon_process daemon;
+};
+
 inline bool starts_with(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0;
 }

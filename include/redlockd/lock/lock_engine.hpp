@@ -17,6 +17,7 @@
 #include "redlockd/lock/fencing.hpp"
 #include "redlockd/lock/keep_locks.hpp"
 #include "redlockd/lock/leases.hpp"
+#include "redlockd/lock/lock_views.hpp"
 #include "redlockd/lock/node_health.hpp"
 #include "redlockd/lock/operation.hpp"
 #include "redlockd/lock/owner.hpp"
@@ -112,7 +113,17 @@ class lock_engine {
   std::size_t operations_in_flight() const { return slots_.size() - free_slots_.size(); }
   std::size_t waiters() const { return queues_.total(); }
   std::size_t keep_locks() const { return keeps_.size(); }
+  // LOCK from its request to its reply (WAIT included); each attempt's round, from its start to
+  // its decision (the masters' work); and each granted LOCK's wait, from its request to the start
+  // of the attempt that won (the queue).
   const latency_histogram& acquire_latency() const { return acquire_latency_; }
+  const latency_histogram& acquire_round_latency() const { return acquire_round_latency_; }
+  const latency_histogram& acquire_wait_latency() const { return acquire_wait_latency_; }
+
+  // Read-only views for the status page (engine_views.cpp), sorted by resource: the leases and
+  // KEEP locks granted here that are still valid, and the WAIT queues. No owner in them.
+  std::vector<held_lock> held_locks() const;
+  std::vector<resource_waiters> waiting() const;
 
   // For a session writing a grant later than it was decided: the KEEP lock's validity now, or
   // nullopt if it is gone; grant_expired() drops a KEEP lock whose OK could not be written.
@@ -188,6 +199,8 @@ class lock_engine {
   std::string daemon_id_;
   engine_counters counters_;
   latency_histogram acquire_latency_;
+  latency_histogram acquire_round_latency_;
+  latency_histogram acquire_wait_latency_;
   std::vector<operation> slots_;
   std::vector<std::uint32_t> free_slots_;
   std::uint64_t next_serial_ = 1;

@@ -141,7 +141,7 @@ TEST_CASE("KEEP locks count per connection and renew, retry or are lost", "[keep
 
   const auto t = clock_type::time_point{} + 1h;
   const owner_id owner{};
-  const std::uint32_t index = keeps.add("lock:r", owner, 3000, t + 2900ms, 0b111, nullptr, 1);
+  const std::uint32_t index = keeps.add("lock:r", owner, 3000, t + 2900ms, 0b111, 42, nullptr, 1);
   CHECK(keeps.size() == 1);
   CHECK(keeps.index_of("lock:r", owner) == index);
   const std::uint32_t generation = keeps.at(index).generation;

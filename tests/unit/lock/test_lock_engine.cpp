@@ -666,6 +666,87 @@ TEST_CASE("a WAIT that runs out answers BUSY", "[engine][wait]") {
   CHECK(f.engine.counters().busy == 1);
 }
 
+TEST_CASE("the status views list the valid leases and KEEP locks with their fence, and the queues",
+          "[engine][views]") {
+  fixture f;
+  f.cfg.key_prefix = "app:";
+  auto holder = std::make_shared<captured_replies>();
+  auto keeper = std::make_shared<captured_replies>();
+  f.engine.lock(lock_of("orders", 10000), holder, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(holder->lines[0].starts_with("OK "));
+  lock_request keep = lock_of("jobs", 3000);
+  keep.keep = true;
+  f.engine.lock(keep, keeper, 0);
+  f.answer_all(request_kind::acquire, granted(1), 3);
+  REQUIRE(keeper->lines[0].starts_with("OK "));
+  auto b = std::make_shared<captured_replies>();
+  auto c = std::make_shared<captured_replies>();
+  f.engine.lock(waiting_lock("orders", 10000, 5000), b, 0);
+  f.engine.lock(waiting_lock("orders", 10000, 5000), c, 0);
+
+  const std::vector<held_lock> held = f.engine.held_locks();
+  REQUIRE(held.size() == 2);
+  CHECK(held[0].resource == "jobs"); // by name, without the key prefix
+  CHECK(held[0].keep);
+  CHECK(held[0].fence == std::stoull(words(keeper->lines[0])[2]));
+  CHECK(held[0].valid_until ==
+        f.now + std::chrono::milliseconds(std::stoll(words(keeper->lines[0])[3])));
+  CHECK(held[1].resource == "orders");
+  CHECK_FALSE(held[1].keep);
+  CHECK(held[1].kind == "exclusive");
+  CHECK(held[1].label.empty());
+  CHECK(held[1].fence == std::stoull(words(holder->lines[0])[2]));
+  CHECK(held[1].valid_until ==
+        f.now + std::chrono::milliseconds(std::stoll(words(holder->lines[0])[3])));
+  const std::vector<resource_waiters> waiting = f.engine.waiting();
+  REQUIRE(waiting.size() == 1);
+  CHECK(waiting[0].resource == "orders");
+  CHECK(waiting[0].waiters == 2);
+
+  // UNLOCK ends the KEEP lock; a lease whose validity ran out is no longer listed.
+  f.engine.unlock(unlock_request{"jobs", owner_in(keeper->lines[0])}, keeper, 1);
+  REQUIRE(f.engine.held_locks().size() == 1);
+  f.now += 10s;
+  CHECK(f.engine.held_locks().empty());
+}
+
+TEST_CASE("acquire latency splits into each attempt's round and a granted LOCK's wait",
+          "[engine][wait]") {
+  fixture f;
+  auto holder = std::make_shared<captured_replies>();
+  f.engine.lock(lock_of("r", 10000), holder, 0);
+  f.now += 1ms;
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(holder->lines[0].starts_with("OK "));
+  // A waiter: refused after 2 ms, retries 300-320 ms later, granted 3 ms after that.
+  const clock_type::time_point requested = f.now;
+  f.engine.lock(waiting_lock("r", 10000, 5000), f.client, 0);
+  f.now += 2ms;
+  f.answer_all(request_kind::acquire, refused(300), 3);
+  f.nodes.sent.clear();
+  for (int i = 0; i < 330 && f.count_sent(request_kind::acquire) == 0; ++i)
+    f.advance(1ms);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  const clock_type::time_point winning_round = f.now;
+  f.now += 3ms;
+  f.answer_all(request_kind::acquire, granted(1), 3);
+  REQUIRE(f.client->lines[0].starts_with("OK "));
+
+  const latency_histogram& rounds = f.engine.acquire_round_latency();
+  const latency_histogram& waits = f.engine.acquire_wait_latency();
+  CHECK(rounds.count() == 3); // every attempt: the holder's, the waiter's two
+  CHECK(rounds.sum_seconds() == Approx(0.006));
+  CHECK(waits.count() == 2); // every granted LOCK: the holder waited 0
+  CHECK(waits.sum_seconds() ==
+        Approx(std::chrono::duration<double>(winning_round - requested).count()));
+  CHECK(waits.buckets()[0] == 1);  // the holder: 0 s
+  CHECK(waits.buckets()[11] == 1); // the waiter: 302-322 ms, in (0.25, 0.5]
+  CHECK(f.engine.acquire_latency().sum_seconds() ==
+        Approx(rounds.sum_seconds() - 0.002 +
+               waits.sum_seconds())); // the refused round is in the wait
+}
+
 TEST_CASE("a waiter whose client left is never granted", "[engine][wait]") {
   fixture f;
   auto holder = std::make_shared<captured_replies>();
