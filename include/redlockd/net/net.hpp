@@ -9,6 +9,11 @@
 
 #include "redlockd/config/endpoint.hpp"
 
+#include <boost/version.hpp>
+#if defined(BOOST_ASIO_HAS_IO_URING) && BOOST_VERSION < 107800
+#error "REDLOCKD_ASIO_IO_URING needs Boost >= 1.78: these headers are older (check Boost_ROOT)"
+#endif
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
