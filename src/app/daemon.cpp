@@ -64,6 +64,9 @@ void log_startup_summary(spdlog::logger& log, const config& cfg) {
   log.info("redlockd {} listening on {} ({}) with {} nodes (quorum {}{}): {}", REDLOCKD_VERSION,
            cfg.listen.to_string(), client_security, cfg.nodes.size(), quorum(cfg.nodes.size()),
            cfg.redis_tls ? ", over TLS" : "", nodes);
+  if (!cfg.listen_unix.empty())
+    log.info("also listening on the Unix socket {} (mode {:04o}, plaintext)", cfg.listen_unix,
+             cfg.listen_unix_mode);
   log.info("node timeout {} ms, ttl {}..{} ms, drift factor {}, key prefix '{}', fence key '{}'",
            cfg.node_timeout_ms, cfg.min_ttl_ms, cfg.max_ttl_ms, cfg.clock_drift_factor,
            cfg.key_prefix, cfg.fence_key);
@@ -141,6 +144,8 @@ int daemon::run() {
   impl& d = *impl_;
   d.load_certificates();
   d.server.listen(d.cfg.listen);
+  if (!d.cfg.listen_unix.empty())
+    d.server.listen_unix(d.cfg.listen_unix, d.cfg.listen_unix_mode);
   if (!d.cfg.metrics_listen.empty())
     d.metrics.start(parse_endpoint(d.cfg.metrics_listen));
   log_startup_summary(*d.log, d.cfg);

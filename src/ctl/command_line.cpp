@@ -28,7 +28,8 @@ commands:
 Options go anywhere before a "--", as --name VALUE or --name=VALUE, each at most once:
   --addr HOST:PORT[,HOST:PORT...]
                     the daemon; with a list, the next address is tried when one cannot be
-                    connected to (default: $REDLOCKD_ADDR, else 127.0.0.1:7400)
+                    connected to (default: $REDLOCKD_ADDR, else 127.0.0.1:7400); unix:PATH
+                    is the daemon's Unix socket (listen_unix), plaintext
   --timeout DUR     connect and reply timeout, WAIT excluded (default 5s)
   --secret-file PATH  send AUTH with the secret in PATH (without its trailing newline) right
                     after connecting (default: $REDLOCKD_CLIENT_SECRET when set, else no AUTH;
