@@ -38,7 +38,6 @@ void lock_engine::try_acquire(std::uint32_t slot) {
 }
 
 void lock_engine::new_attempt(operation& op) {
-  health_.granting(op.ttl_ms);
   // Every attempt is a new acquisition: a fresh owner, a fresh start time, a fresh proposal.
   op.owner = owners_.next();
   op.t0 = now_();
@@ -83,6 +82,7 @@ void lock_engine::start_fencing_round(std::uint32_t slot) {
 
 void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   operation& op = slots_[slot];
+  health_.granting(op.ttl_ms); // a refused TTL never counts: only what a quorum granted
   const auto expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
   if (op.lock.queued) {
     dequeue(slot);

@@ -86,7 +86,6 @@ void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> 
   op.key.assign(cfg_.key_prefix).append(req.resource);
   std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
   op.ttl_ms = req.ttl_ms;
-  health_.granting(op.ttl_ms);
   expect_lease(op);
   begin_round(slot, op_phase::voting, request_kind::extend);
 }
@@ -363,6 +362,7 @@ void lock_engine::decide_extend(std::uint32_t slot) {
     return;
   }
   ++counters_.extended;
+  health_.granting(op.ttl_ms);
   const clock_type::time_point now = now_();
   if (lease* held = leases_.find(op.key, op.owner)) {
     held->expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);

@@ -1082,12 +1082,48 @@ TEST_CASE("the clock-jump bound is the drift allowance of the shortest TTL grant
   // under the fixed 500 ms bound.
   fixture f;
   f.engine.lock(lock_of("a", 1000), f.client, 1);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(f.client->lines[1].starts_with("OK "));
   CHECK(f.engine.on_node_time(0, 1000, 0));
   f.now += 100ms;
   CHECK(f.engine.on_node_time(0, 1000, 100'000 + 11'000)); // 11 ms ahead: within the allowance
   f.now += 100ms;
   CHECK_FALSE(f.engine.on_node_time(0, 1000, 200'000 + 11'000 + 400'000)); // a 400 ms step
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::clock);
+}
+
+TEST_CASE("only TTLs a quorum granted count for the longest TTL and the clock-jump bound",
+          "[engine][quarantine]") {
+  // Issue 21, case 6: one refused LOCK x 3600000 made the daemon's longest TTL an hour (and a
+  // restarted master sat out an hour); a refused short TTL tightened the clock-jump bound.
+  fixture f(0, false);
+  for (std::size_t node = 0; node < 5; ++node)
+    f.connect(node, "run" + std::to_string(node), 86'400'000, 0, 5000);
+  f.engine.lock(lock_of("a", 3'600'000), f.client, 1);
+  f.answer_all(request_kind::acquire, refused(4000), 3);
+  REQUIRE(f.client->lines[1].starts_with("BUSY "));
+  f.engine.extend(extend_request{"a", std::string(40, 'e'), 3'000'000}, f.client, 2);
+  f.answer_all(request_kind::extend, extended(0), 3);
+  REQUIRE(f.client->lines[2] == "NOTHELD\n");
+  CHECK(f.engine.max_ttl_granted() == 5000);
+  f.engine.lock(lock_of("b", 10), f.client, 3); // its drift allowance would be 2.1 ms
+  f.answer_all(request_kind::acquire, refused(4000), 3);
+  REQUIRE(f.client->lines[3].starts_with("BUSY "));
+  CHECK(f.engine.on_node_time(0, 1000, 0));
+  f.now += 100ms;
+  CHECK(f.engine.on_node_time(0, 1000, 100'000 + 10'000)); // 10 ms ahead: no jump for 5 s locks
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
+  // Granted and extended TTLs count (node 0's clock samples above are not the masters' time).
+  f.engine.lock(lock_of("c", 20000), f.client, 4);
+  for (std::size_t node = 1; node < 4; ++node)
+    f.answer(node, request_kind::acquire, granted(0));
+  REQUIRE(f.client->lines[4].starts_with("OK "));
+  CHECK(f.engine.max_ttl_granted() == 20000);
+  f.engine.extend(extend_request{"c", words(f.client->lines[4])[1], 30000}, f.client, 5);
+  for (std::size_t node = 1; node < 4; ++node)
+    f.answer(node, request_kind::extend, extended(1));
+  REQUIRE(f.client->lines[5].starts_with("OK "));
+  CHECK(f.engine.max_ttl_granted() == 30000);
 }
 
 TEST_CASE("a vote in flight when its master is quarantined does not count",
