@@ -30,7 +30,8 @@ void lock_engine::try_acquire(std::uint32_t slot) {
     }
     op.enter(op_phase::waiting);
     op.lock.last_failure = format_busy(remaining);
-    add_deadline(*until, slot, op.serial, timer_kind::wait_retry);
+    op.lock.retry_stamp = 0;
+    schedule_retry(slot, *until);
     return;
   }
   new_attempt(op);
@@ -44,6 +45,8 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.fence = fence_round(fences_.propose());
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
+  op.lock.retry_stamp = 0; // a retry still pending would be one attempt too many
+  op.lock.woken = false;
 }
 
 void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
@@ -94,7 +97,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     const std::string key = op.key;
     cleanups_.everywhere(key, op.owner, expires);
     finish(slot, {});
-    wake_head(key, now_());
+    lock_released(key, now_());
     return;
   }
   ++counters_.acquired;
@@ -123,14 +126,17 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   if (op.lock.queued && op.sink && now < op.lock.wait_until) {
     // Wait for the holder: at the time its remaining TTL suggests, plus jitter so that daemons
     // sharing the fleet do not collide again; never in a busy loop.
+    // A release seen while this attempt was out: the lock may be free now, try again at once.
     const std::uint64_t hint = busy && op.lock.retry_ms > 0 ? op.lock.retry_ms : default_retry_ms;
-    const auto when = std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms),
-                               op.lock.wait_until);
+    const auto when =
+        op.lock.woken ? now
+                      : std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms),
+                                 op.lock.wait_until);
     op.lock.last_failure = std::move(line);
     op.enter(op_phase::waiting);
     op.generation = next_generation(op.generation);
     if (when < op.lock.wait_until)
-      add_deadline(when, slot, op.serial, timer_kind::wait_retry);
+      schedule_retry(slot, when);
     return;
   }
   if (op.lock.queued) {
@@ -162,21 +168,48 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
 void lock_engine::wake_head(const std::string& key, clock_type::time_point when) {
   const auto head = queues_.head(key);
   if (head && slots_[head->slot].phase == op_phase::waiting)
-    add_deadline(when, head->slot, head->serial, timer_kind::wait_retry);
+    schedule_retry(head->slot, when);
+}
+
+void lock_engine::schedule_retry(std::uint32_t slot, clock_type::time_point when) {
+  operation& op = slots_[slot];
+  // One retry pending at a time, the earliest: a later one adds nothing.
+  if (op.lock.retry_stamp != 0 && op.lock.retry_at <= when)
+    return;
+  op.lock.retry_stamp = next_serial_++;
+  op.lock.retry_at = when;
+  add_deadline(when, slot, op.lock.retry_stamp, timer_kind::wait_retry);
+}
+
+void lock_engine::lock_released(const std::string& key, clock_type::time_point when) {
+  const auto head = queues_.head(key);
+  if (!head)
+    return;
+  operation& op = slots_[head->slot];
+  if (op.phase == op_phase::waiting)
+    schedule_retry(head->slot, when);
+  else
+    op.lock.woken = true; // its attempt may have been refused by the holder that just left
 }
 
 void lock_engine::on_released(std::string_view key) {
   wake_key_.assign(key);
   const auto head = queues_.head(wake_key_);
-  if (!head || slots_[head->slot].phase != op_phase::waiting)
-    return; // nobody waits here, or the head is trying already
+  if (!head)
+    return; // nobody waits here
+  operation& op = slots_[head->slot];
+  if (op.phase != op_phase::waiting) {
+    op.lock.woken = true; // trying already: again if this attempt fails
+    return;
+  }
   ++counters_.wakeups;
   try_acquire(head->slot);
 }
 
 void lock_engine::on_wake_channel_resumed() {
+  // A release may have been published while the channel was down.
   queues_.for_each_head([this](const std::string& key, const wait_queues::waiter&) {
-    wake_head(key, now_() + jitter(default_retry_ms));
+    lock_released(key, now_() + jitter(default_retry_ms));
   });
 }
 
@@ -261,7 +294,7 @@ void lock_engine::end_keep(std::uint32_t index) {
   cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
   keeps_.drop(index);
   leases_.delay(key);
-  wake_head(key, leases_.delayed_until(key).value_or(now_()));
+  lock_released(key, leases_.delayed_until(key).value_or(now_()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,7 +317,7 @@ void lock_engine::grant_expired(const grant_reply& grant) {
   cleanups_.everywhere(k->key, k->owner, now_() + std::chrono::milliseconds(k->ttl_ms));
   const std::string key = k->key;
   keeps_.drop(grant.keep_index);
-  wake_head(key, now_());
+  lock_released(key, now_());
 }
 
 void lock_engine::shutdown() {

@@ -199,7 +199,8 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.seq = seq;
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
-  op.lock.queued = op.lock.keep = op.lock.keep_started = false;
+  op.lock.queued = op.lock.keep = op.lock.keep_started = op.lock.woken = false;
+  op.lock.retry_stamp = 0;
   op.lock.hand_over.active = false;
   op.watch = {};
   op.t0 = now_();
@@ -335,7 +336,7 @@ void lock_engine::decide(std::uint32_t slot) {
       leases_.release(op.key, op.owner);
       const std::string key = op.key;
       finish(slot, format_ok());
-      wake_head(key, now_()); // the lock is free: the head waiter goes now, no polling
+      lock_released(key, now_()); // the lock is free: the head waiter goes now, no polling
     } else {
       ++counters_.notheld;
       finish(slot, format_notheld());
@@ -391,7 +392,10 @@ bool lock_engine::stale(const deadline& entry) const {
     const operation& op = slots_[entry.slot];
     return op.generation != entry.stamp || !op.collecting();
   }
-  case timer_kind::wait_retry:
+  case timer_kind::wait_retry: {
+    const operation& op = slots_[entry.slot];
+    return op.lock.retry_stamp != entry.stamp || op.phase != op_phase::waiting;
+  }
   case timer_kind::wait_expiry: {
     const operation& op = slots_[entry.slot];
     return op.serial != entry.stamp || op.phase == op_phase::idle;
@@ -413,8 +417,7 @@ void lock_engine::fire(const deadline& entry) {
     after_vote(entry.slot);
     return;
   case timer_kind::wait_retry:
-    if (slots_[entry.slot].phase == op_phase::waiting)
-      try_acquire(entry.slot);
+    try_acquire(entry.slot);
     return;
   case timer_kind::wait_expiry: {
     operation& op = slots_[entry.slot];

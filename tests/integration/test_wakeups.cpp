@@ -4,7 +4,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "checks.hpp"
 #include "test_env.hpp"
@@ -14,19 +17,11 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// PUBLISH calls master `node` has run since it started (scripts' calls included).
-std::int64_t publishes(const redis_fleet& fleet, std::size_t node) {
-  const std::string stats = fleet.run(node, "INFO", "commandstats").str;
-  const auto at = stats.find("cmdstat_publish:calls=");
-  if (at == std::string::npos)
-    return 0;
-  return std::stoll(stats.substr(at + 22));
-}
-
+// PUBLISH calls of every master (scripts' calls included).
 std::int64_t publishes(const redis_fleet& fleet) {
   std::int64_t total = 0;
   for (std::size_t i = 0; i < fleet.size(); ++i)
-    total += publishes(fleet, i);
+    total += command_calls(fleet, i, "publish");
   return total;
 }
 
@@ -166,4 +161,47 @@ TEST_CASE(
   CHECK(nodes_holding(fleet, "old-acl", held.owner).empty());
   const lock_grant again = must_lock(holder, "LOCK old-acl 10000");
   CHECK(holder.request("UNLOCK old-acl " + again.owner) == "OK");
+}
+
+TEST_CASE("two daemons - a wake-up that comes while the head's attempt is in flight makes it try "
+          "again when that attempt fails",
+          "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  // d2 waits up to 2 s for a master's answer: its head's attempt stays in flight while master 0
+  // is paused.
+  daemon_process d2(fleet.addresses(), {{"node_timeout_ms", 2000}});
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  // Someone holds "late" on masters 0, 3 and 4: on 0 another client for 20 s, on 3 and 4 a
+  // lock that its holder releases through d1 below.
+  const std::string owner(40, 'a');
+  REQUIRE(fleet.set_nx_px(0, "late", "someone-else", 20000));
+  REQUIRE(fleet.set_nx_px(3, "late", owner, 20000));
+  REQUIRE(fleet.set_nx_px(4, "late", owner, 20000));
+  // The first waiter's attempt is refused by 0, 3 and 4 (it leaves its mark there).
+  const std::int64_t calls_before = script_calls(fleet, 1);
+  line_client first(d2.port());
+  first.send("LOCK late 30000 WAIT 20000\n");
+  REQUIRE(eventually([&] { return script_calls(fleet, 1) >= calls_before + 2; }));
+  line_client second(d2.port());
+  second.send("LOCK late 30000 WAIT 5000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 2; }));
+
+  // Master 0 stops answering for a second; the first waiter leaves, so the second tries now:
+  // granted on 1 and 2, refused on 3 and 4, its request to 0 waiting.
+  fleet.run(0, "CLIENT", "PAUSE", "1000", "ALL");
+  const std::int64_t attempts_before = script_calls(fleet, 3);
+  first.reset();
+  REQUIRE(eventually([&] { return script_calls(fleet, 3) > attempts_before; }));
+  // The lock is released through d1 meanwhile: 3 and 4 publish it while that attempt is out.
+  line_client holder(d1.port());
+  holder.request("UNLOCK late " + owner); // NOTHELD: master 0 answers too late for d1
+  // Master 0 refuses the attempt once it answers (the other client's key): it failed, but a
+  // release came meanwhile, so the head tries again at once instead of sleeping 19 s.
+  second.set_timeout(10s);
+  const std::string reply = second.read_line();
+  INFO("the head, WAIT 5000, behind a lock released while its attempt was out: " << reply);
+  const auto grant = parse_lock_ok(reply);
+  REQUIRE(grant);
+  CHECK(nodes_holding(fleet, "late", grant->owner).size() >= 3);
 }

@@ -159,7 +159,13 @@ class lock_engine {
   void lock_failed(std::uint32_t slot, std::string line);
   // Leaves the queue; when `slot` was its head, the new head tries at `wake_next`.
   void dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next = std::nullopt);
+  // The head waiter of `key`, if it is between attempts, tries at `when`.
   void wake_head(const std::string& key, clock_type::time_point when);
+  // The queued `slot` tries at `when`, unless a retry is due earlier already.
+  void schedule_retry(std::uint32_t slot, clock_type::time_point when);
+  // The lock on `key` was released (an UNLOCK or a KEEP end here, a grant nobody took): the
+  // head waiter tries at `when`, or, if its attempt is in flight, at once should that fail.
+  void lock_released(const std::string& key, clock_type::time_point when);
   std::chrono::milliseconds jitter(std::uint64_t up_to_ms);
   std::uint32_t start_keep(std::uint32_t slot, std::int64_t validity); // returns its index
   void renew(std::uint32_t index);

@@ -60,6 +60,13 @@ struct acquisition {
   bool keep = false;          // KEEP: counts against its connection's limit
   bool keep_started = false;  // the KEEP lock exists; it owns that count now
   clock_type::time_point wait_until{};
+  // A queued LOCK's next attempt: the stamp of its wait_retry deadline (0: none pending) and
+  // when it is due. A new attempt, or an earlier retry, makes the pending one stale.
+  std::uint64_t retry_stamp = 0;
+  clock_type::time_point retry_at{};
+  // A release of the lock was seen while an attempt was in flight: if that attempt fails, the
+  // next one goes at once instead of after the holder's remaining TTL.
+  bool woken = false;
   std::string last_failure;  // the reply to give if the wait runs out
   hand_over_state hand_over; // while this attempt is an UNLOCK's hand-over round
 };

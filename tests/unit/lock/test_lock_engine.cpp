@@ -1337,6 +1337,66 @@ TEST_CASE("a release published by a master wakes the head waiter at once, once",
   CHECK(f.client->lines[0].starts_with("OK "));
 }
 
+TEST_CASE("a release published while the head's attempt is in flight makes it try again at once "
+          "when that attempt fails",
+          "[engine][wake]") {
+  // Issue 21, case 4: the head slept the old holder's remaining TTL instead.
+  fixture f;
+  f.engine.lock(waiting_lock("r", 10000, 8000), f.client, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3); // held through another daemon
+  f.nodes.sent.clear();
+  f.engine.on_released(f.cfg.key_prefix + "r"); // one master published the release: it tries
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  f.engine.on_released(f.cfg.key_prefix + "r");          // the next master's message: in flight
+  f.answer_all(request_kind::acquire, refused(9000), 3); // it ran before the release there
+  f.nodes.sent.clear();
+  f.advance(0us);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5); // again at once, not in 9 s
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(f.client->lines[0].starts_with("OK "));
+}
+
+TEST_CASE("a lock released here while the head's attempt is in flight makes it try again at once "
+          "when that attempt fails",
+          "[engine][wait]") {
+  // Issue 21, case 4: a KEEP lock that ends, a grant nobody takes or an UNLOCK while the head
+  // tries (and fails on the old holder): the head slept the old holder's TTL.
+  fixture f;
+  auto holder = std::make_shared<captured_replies>();
+  auto waiter = std::make_shared<captured_replies>();
+  lock_request keep = lock_of("r", 10000);
+  keep.keep = true;
+  f.engine.lock(keep, holder, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(holder->lines[0].starts_with("OK "));
+  f.engine.lock(waiting_lock("r", 10000, 8000), waiter, 0);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5 + 5); // its attempt is in flight
+  f.engine.client_gone(holder.get());                    // the KEEP lock ends meanwhile
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  CHECK(waiter->lines.empty());
+  f.nodes.sent.clear();
+  f.advance(0us);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(waiter->lines[0].starts_with("OK "));
+}
+
+TEST_CASE("a wake-up replaces the pending retry: no stale timer adds an attempt",
+          "[engine][wake]") {
+  // Issue 21, suspected: on_released started an attempt while the retry timer of the last
+  // refusal stayed armed; it fired an extra attempt later.
+  fixture f;
+  f.engine.lock(waiting_lock("r", 10000, 8000), f.client, 0);
+  f.answer_all(request_kind::acquire, refused(300), 3); // retries in 300-320 ms
+  f.engine.on_released(f.cfg.key_prefix + "r");
+  f.answer_all(request_kind::acquire, refused(9000), 3); // another daemon's head won the race
+  f.nodes.sent.clear();
+  f.advance(330ms);
+  CHECK(f.count_sent(request_kind::acquire) == 0); // the 300 ms timer is stale: 9 s now
+  f.advance(8600ms);
+  CHECK(f.count_sent(request_kind::acquire) == 0);
+}
+
 TEST_CASE("a wake-up without a waiter, or for a waiter that left, does nothing", "[engine][wake]") {
   fixture f;
   f.engine.on_released("r");
