@@ -95,7 +95,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   if (!op.sink) {
     // The client left while its acquisition was in flight: nobody will use or release it.
     const std::string key = op.key;
-    cleanups_.everywhere(key, op.owner, expires);
+    cleanups_.everywhere(key, op.owner, expires, released::lock);
     finish(slot, {});
     lock_released(key, now_());
     return;
@@ -120,7 +120,8 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
 
 void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   operation& op = slots_[slot];
-  cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms));
+  cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
+                       released::attempt);
   const bool busy = line.starts_with("BUSY");
   const clock_type::time_point now = now_();
   if (op.lock.queued && op.sink && now < op.lock.wait_until) {
@@ -291,7 +292,7 @@ void lock_engine::lose(std::uint32_t index) {
 void lock_engine::end_keep(std::uint32_t index) {
   keep_lock& k = keeps_.at(index);
   const std::string key = k.key;
-  cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
+  cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms), released::lock);
   keeps_.drop(index);
   leases_.delay(key);
   lock_released(key, leases_.delayed_until(key).value_or(now_()));
@@ -314,7 +315,8 @@ void lock_engine::grant_expired(const grant_reply& grant) {
   keep_lock* k = keeps_.live(grant.keep_index, grant.keep_generation);
   if (k == nullptr)
     return;
-  cleanups_.everywhere(k->key, k->owner, now_() + std::chrono::milliseconds(k->ttl_ms));
+  cleanups_.everywhere(k->key, k->owner, now_() + std::chrono::milliseconds(k->ttl_ms),
+                       released::lock);
   const std::string key = k->key;
   keeps_.drop(grant.keep_index);
   lock_released(key, now_());
@@ -330,7 +332,8 @@ void lock_engine::shutdown() {
           format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
           k.seq);
     ++counters_.lost;
-    cleanups_.everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
+    cleanups_.everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms),
+                         released::lock);
     keeps_.drop(index);
   }
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {

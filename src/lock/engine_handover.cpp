@@ -41,7 +41,7 @@ bool lock_engine::settle_hand_over(std::uint32_t slot) {
   const auto expires = now_() + std::chrono::milliseconds(health_.max_ttl());
   for (std::size_t node = 0; node < node_count_; ++node)
     if (op.tally.of(node) == vote::failed && (h.answered & (std::uint32_t{1} << node)) == 0)
-      cleanups_.on(node, op.key, h.from, expires);
+      cleanups_.on(node, op.key, h.from, expires, released::lock);
   operation& releaser = slots_[h.unlock_slot];
   if (releaser.serial != h.unlock_serial || releaser.kind != op_kind::unlock ||
       releaser.phase != op_phase::waiting)

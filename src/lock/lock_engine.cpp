@@ -271,7 +271,8 @@ void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
     op.tally.record(node, vote::failed);
     // A quarantined or unreachable node does not vote, but it must not keep the key either.
     if (kind == request_kind::release)
-      cleanups_.on(node, op.key, op.owner, now_() + std::chrono::milliseconds(health_.max_ttl()));
+      cleanups_.on(node, op.key, op.owner, now_() + std::chrono::milliseconds(health_.max_ttl()),
+                   released::lock);
   }
 }
 
@@ -289,7 +290,7 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
     break;
   case request_kind::release:
     append_release(command_, by, op.key, owner, keys_, wait_marker(marker_, keys_, op.key),
-                   daemon_id_);
+                   daemon_id_, true);
     break;
   case request_kind::extend:
     append_extend(command_, by, op.key, keys_, owner, op.ttl_ms);

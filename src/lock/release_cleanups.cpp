@@ -5,7 +5,7 @@
 namespace redlockd {
 
 std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
-                                    clock_type::time_point expires) {
+                                    clock_type::time_point expires, released what) {
   // Entries are reused rather than freed: their strings keep their capacity.
   std::uint32_t index = 0;
   if (free_.empty()) {
@@ -19,13 +19,14 @@ std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
   e.key.assign(key);
   e.owner = owner;
   e.expires = expires;
+  e.what = what;
   e.refs = 0;
   return index;
 }
 
 void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
-                                  clock_type::time_point expires) {
-  const std::uint32_t index = add(key, owner, expires);
+                                  clock_type::time_point expires, released what) {
+  const std::uint32_t index = add(key, owner, expires, what);
   format(index, script_by::sha); // the same bytes for every node
   for (std::size_t node = 0; node < node_count_; ++node) {
     if (io_.usable(node))
@@ -37,8 +38,8 @@ void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
 }
 
 void release_cleanups::on(std::size_t node, std::string_view key, const owner_id& owner,
-                          clock_type::time_point expires) {
-  const std::uint32_t index = add(key, owner, expires);
+                          clock_type::time_point expires, released what) {
+  const std::uint32_t index = add(key, owner, expires, what);
   if (io_.usable(node)) {
     format(index, script_by::sha);
     send(node, index);
@@ -52,7 +53,8 @@ void release_cleanups::format(std::uint32_t index, script_by by) {
   command_.clear();
   const std::string& key = entries_[index].key;
   append_release(command_, by, key, view(entries_[index].owner), keys_,
-                 wait_marker(marker_, keys_, key), daemon_id_);
+                 wait_marker(marker_, keys_, key), daemon_id_,
+                 entries_[index].what == released::lock);
 }
 
 void release_cleanups::send(std::size_t node, std::uint32_t index) {

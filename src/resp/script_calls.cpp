@@ -108,10 +108,11 @@ void append_acquire_wait(std::string& out, script_by by, std::string_view key,
 }
 
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
-                    const register_keys& keys, std::string_view marker,
-                    std::string_view daemon_id) {
+                    const register_keys& keys, std::string_view marker, std::string_view daemon_id,
+                    bool wakes) {
   const auto [verb, body] = head(script::release, by);
-  append_command(out, {verb, body, "2", key, marker, owner, keys.wake, daemon_id});
+  append_command(out,
+                 {verb, body, "2", key, marker, owner, keys.wake, daemon_id, wakes ? "1" : "0"});
 }
 
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,

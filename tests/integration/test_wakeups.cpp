@@ -163,6 +163,43 @@ TEST_CASE(
   CHECK(holder.request("UNLOCK old-acl " + again.owner) == "OK");
 }
 
+TEST_CASE("two daemons - waiters on a lock held on a majority but free elsewhere try at the "
+          "holder's hints, not in a loop",
+          "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  // A plain Redlock client holds "loop" on masters 0, 1 and 2 for 3 s and on master 3 for
+  // 100 ms; master 4 is free. Both waiters are refused on 0-3, then try again when master 3's
+  // copy expires: granted on 3 and 4, refused by the majority, released again.
+  for (std::size_t i = 0; i < 3; ++i)
+    REQUIRE(fleet.set_nx_px(i, "loop", "someone-else", 3000));
+  REQUIRE(fleet.set_nx_px(3, "loop", "someone-else", 100));
+  std::vector<std::int64_t> before;
+  for (std::size_t i = 0; i < fleet.size(); ++i)
+    before.push_back(script_calls(fleet, i));
+  line_client w1(d1.port());
+  line_client w2(d2.port());
+  w1.send("LOCK loop 1000 WAIT 2000\n");
+  w2.send("LOCK loop 1000 WAIT 2000\n");
+  w1.set_timeout(10s);
+  w2.set_timeout(10s);
+  CHECK(starts_with(w1.read_line(), "BUSY "));
+  CHECK(starts_with(w2.read_line(), "BUSY "));
+  // Each waiter tried when it came and when master 3's copy expired (the next hint, 2.9 s, is
+  // past its wait): each try is an acquire and a release per master, and a waiter that gives up
+  // removes its mark. A loop of wake-ups runs thousands in 2 s.
+  for (std::size_t i = 0; i < fleet.size(); ++i) {
+    INFO("master " << i);
+    CHECK(script_calls(fleet, i) - before[i] <= 12);
+  }
+  // Releases of attempts that were never granted wake nobody.
+  CHECK(publishes(fleet) == 0);
+  CHECK(d1.info().at("counters").at("wakeups") == 0);
+  CHECK(d2.info().at("counters").at("wakeups") == 0);
+}
+
 TEST_CASE("two daemons - a wake-up that comes while the head's attempt is in flight makes it try "
           "again when that attempt fails",
           "[integration][wake]") {

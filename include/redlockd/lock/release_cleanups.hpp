@@ -17,6 +17,11 @@
 
 namespace redlockd {
 
+// What a release nobody waits for releases: an attempt that was never granted (a failed LOCK),
+// whose release wakes nobody, or a lock that was (a KEEP lock that ended, a grant nobody took,
+// an UNLOCK's master that could not vote), whose release may wake other daemons' waiters.
+enum class released : std::uint8_t { attempt, lock };
+
 class release_cleanups {
  public:
   // `daemon_id`: the engine's, for the releases' wait-marker check.
@@ -26,10 +31,11 @@ class release_cleanups {
 
   // Releases (key, owner) on every master, also those that refused or did not answer (their SET
   // may have happened after all).
-  void everywhere(std::string_view key, const owner_id& owner, clock_type::time_point expires);
+  void everywhere(std::string_view key, const owner_id& owner, clock_type::time_point expires,
+                  released what);
   // Releases it on one master only.
   void on(std::size_t node, std::string_view key, const owner_id& owner,
-          clock_type::time_point expires);
+          clock_type::time_point expires, released what);
   // The answer to one (nullptr: the connection was lost).
   void on_reply(std::size_t node, const request_tag& tag, const script_reply* reply);
   // The link is back: what it missed goes out now.
@@ -40,10 +46,12 @@ class release_cleanups {
     std::string key;
     owner_id owner{};
     clock_type::time_point expires{};
+    released what = released::attempt;
     std::uint32_t refs = 0; // replies and owed sends still to come
   };
 
-  std::uint32_t add(std::string_view key, const owner_id& owner, clock_type::time_point expires);
+  std::uint32_t add(std::string_view key, const owner_id& owner, clock_type::time_point expires,
+                    released what);
   void format(std::uint32_t index, script_by by); // into command_
   void send(std::size_t node, std::uint32_t index);
   void owe(std::size_t node, std::uint32_t index);

@@ -48,9 +48,11 @@ void append_acquire_wait(std::string& out, script_by by, std::string_view key,
                          const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
                          std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms,
                          std::string_view daemon_id);
-// `marker`: wait_marker() of `key`; `daemon_id`: the releasing daemon's.
+// `marker`: wait_marker() of `key`; `daemon_id`: the releasing daemon's; `wakes`: the release of
+// a lock that was granted, which may wake other daemons' waiters (a failed attempt's never does).
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
-                    const register_keys& keys, std::string_view marker, std::string_view daemon_id);
+                    const register_keys& keys, std::string_view marker, std::string_view daemon_id,
+                    bool wakes);
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                    std::string_view owner, std::uint64_t ttl_ms);
 void append_fence_bump(std::string& out, script_by by, const register_keys& keys,

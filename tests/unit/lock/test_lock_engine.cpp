@@ -1156,7 +1156,7 @@ TEST_CASE("a release nobody waits for is sent again by source after NOSCRIPT, an
   auto resent = f.nodes.of(request_kind::cleanup);
   REQUIRE(resent.size() == 1);
   CHECK(resent[0].node == cleanups[2].node);
-  CHECK(resent[0].bytes.starts_with("*8\r\n$4\r\nEVAL\r\n"));
+  CHECK(resent[0].bytes.starts_with("*9\r\n$4\r\nEVAL\r\n"));
   f.nodes.sent.clear();
   f.nodes.up[4] = true;
   f.engine.on_node_ready(4);
@@ -1456,7 +1456,7 @@ TEST_CASE("releases carry the lock's wait marker, the wake channel and the daemo
   f.engine.unlock(unlock_request{"r", owner_in(f.client->lines[0])}, f.client, 1);
   REQUIRE(f.count_sent(request_kind::release) == 5);
   const auto release = args_of(f.nodes.of(request_kind::release)[0].bytes);
-  REQUIRE(release.size() == 8);
+  REQUIRE(release.size() == 9);
   CHECK(release[0] == "EVALSHA");
   CHECK(release[1] == script_sha(script::release));
   CHECK(release[2] == "2");
@@ -1466,5 +1466,45 @@ TEST_CASE("releases carry the lock's wait marker, the wake channel and the daemo
   CHECK(release[6] == f.cfg.fence_key + ":wake");
   CHECK(release[7].size() == 16);
   CHECK(release[7] == attempt[11]); // the id this daemon's waiter marked with
+  CHECK(release[8] == "1");         // a granted lock's release may wake other daemons' waiters
   CHECK(attempt[6] == f.cfg.fence_key + ":waiting:r");
+}
+
+TEST_CASE("only the release of a lock that was granted may wake waiters, never a failed "
+          "attempt's",
+          "[engine][wake]") {
+  // Issue 21, case 2: a waiter's attempt granted on a minority and refused by the majority was
+  // released with a wake-up; every daemon's head tried again at once, in a loop for as long as
+  // the holder held the lock.
+  fixture f;
+  auto keeper = std::make_shared<captured_replies>();
+  auto waiter = std::make_shared<captured_replies>();
+  auto leaver = std::make_shared<captured_replies>();
+  const auto wakes = [&](const sent_command& c) { return args_of(c.bytes).back(); };
+  f.engine.lock(waiting_lock("r", 10000, 5000), waiter, 0);
+  f.answer(0, request_kind::acquire, granted(0)); // free on two masters
+  f.answer(1, request_kind::acquire, granted(0));
+  f.answer_all(request_kind::acquire, refused(9000), 5);
+  REQUIRE(f.count_sent(request_kind::cleanup) == 5);
+  for (const auto& c : f.nodes.of(request_kind::cleanup))
+    CHECK(wakes(c) == "0");
+  // A KEEP lock that ends was granted: its release may wake.
+  lock_request keep = lock_of("k", 10000);
+  keep.keep = true;
+  f.engine.lock(keep, keeper, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(keeper->lines[0].starts_with("OK "));
+  f.nodes.sent.clear();
+  f.engine.client_gone(keeper.get());
+  REQUIRE(f.count_sent(request_kind::cleanup) == 5);
+  for (const auto& c : f.nodes.of(request_kind::cleanup))
+    CHECK(wakes(c) == "1");
+  // So was a grant whose client left while it was in flight.
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("g", 10000), leaver, 0);
+  f.engine.client_gone(leaver.get());
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(f.count_sent(request_kind::cleanup) == 5);
+  for (const auto& c : f.nodes.of(request_kind::cleanup))
+    CHECK(wakes(c) == "1");
 }

@@ -50,11 +50,15 @@ TEST_CASE("script calls carry their keys and arguments, by SHA or by source", "[
   std::string marker;
   CHECK(wait_marker(marker, keys, "lock:r") == "redlockd:fence:waiting:lock:r");
   std::string by_source;
-  append_release(by_source, script_by::source, "lock:r", "o1", keys, marker, "d1");
+  append_release(by_source, script_by::source, "lock:r", "o1", keys, marker, "d1", true);
   expected.clear();
-  append_command(expected, {"EVAL", script_source(script::release), "2", "lock:r",
-                            "redlockd:fence:waiting:lock:r", "o1", "redlockd:fence:wake", "d1"});
+  append_command(expected,
+                 {"EVAL", script_source(script::release), "2", "lock:r",
+                  "redlockd:fence:waiting:lock:r", "o1", "redlockd:fence:wake", "d1", "1"});
   CHECK(by_source == expected);
+  std::string attempt; // the release of an attempt that was never granted wakes nobody
+  append_release(attempt, script_by::sha, "lock:r", "o1", keys, marker, "d1", false);
+  CHECK(attempt.ends_with("$2\r\nd1\r\n$1\r\n0\r\n"));
 
   std::string waiting;
   append_acquire_wait(waiting, script_by::sha, "lock:r", keys, "o1", 5000, 42, marker, 0, "d1");
