@@ -56,7 +56,7 @@ std::optional<std::int64_t> late_result(const script_reply& reply) {
   if (const auto* r = std::get_if<extend_reply>(&reply))
     return r->result;
   if (const auto* r = std::get_if<hand_over_reply>(&reply))
-    return r->grant.status; // the new owner's grant
+    return r->release.result; // the UNLOCK's: its waiter gets the grant as an acquire_reply
   return std::nullopt;
 }
 

@@ -20,6 +20,12 @@ constexpr std::uint64_t default_retry_ms = 20;
 
 void lock_engine::try_acquire(std::uint32_t slot) {
   operation& op = slots_[slot];
+  if (op.lock.queued && op.lock.ticket != 0 && now_() >= op.lock.wait_until) {
+    // Its wait ran out, but a socket handler (a wake-up) ran before the expiry timer in this
+    // loop turn: no attempt starts after the wait.
+    wait_ran_out(slot);
+    return;
+  }
   if (const auto until = leases_.delayed_until(op.key)) {
     ++counters_.delayed;
     const std::uint64_t remaining = ms_until(now_(), *until);
@@ -45,6 +51,8 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.fence = fence_round(fences_.propose());
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
+  if (op.lock.queued && op.lock.ticket == 0)
+    op.lock.ticket = op.lock.fence.proposed();
   op.lock.retry_stamp = 0; // a retry still pending would be one attempt too many
   op.lock.woken = false;
 }
@@ -164,6 +172,16 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
   // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
   if (queues_.leave(op.key, {slot, op.serial}) && wake_next)
     wake_head(op.key, *wake_next);
+}
+
+void lock_engine::wait_ran_out(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  dequeue(slot, now_());
+  if (op.lock.last_failure.starts_with("BUSY"))
+    ++counters_.busy;
+  else
+    ++counters_.noquorum;
+  finish(slot, std::move(op.lock.last_failure));
 }
 
 void lock_engine::wake_head(const std::string& key, clock_type::time_point when) {

@@ -17,17 +17,9 @@ std::uint32_t node_bit(std::size_t node) {
 
 } // namespace
 
-void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const request_tag& tag,
-                             const script_reply& reply) {
+void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_reply& reply) {
   operation& op = slots_[slot];
-  if (const auto* error = std::get_if<error_reply>(&reply)) {
-    if (error->noscript()) {
-      // The node lost its scripts (restart, SCRIPT FLUSH): run this one by source, reload the rest.
-      io_.reload_scripts(node);
-      format_round(op, tag.kind, script_by::source);
-      io_.send(node, tag, command_);
-      return;
-    }
+  if (const auto* error = std::get_if<error_reply>(&reply)) { // NOSCRIPT: take_reply resent it
     log_->warn("node {} answered an error: {}", cfg_.nodes[node].to_string(), error->text);
     op.tally.record(node, vote::failed);
     after_vote(slot);
@@ -48,16 +40,8 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const request
       v = counted.cast;
     }
   } else if (const auto* hand = std::get_if<hand_over_reply>(&reply)) {
-    if (clock_ok(node, hand->grant.time, op)) {
-      const bool granted = hand->grant.complete && hand->grant.status == 1;
-      const hand_over_vote counted = count_hand_over(
-          *hand, fences_, op.lock.fence, op.lock.retry_ms, granted ? validity_now(op) : 0);
-      if (counted.waiter.bad_fence)
-        log_->error("node {}: fence key '{}' holds a non-numeric value",
-                    cfg_.nodes[node].to_string(), cfg_.fence_key);
-      op.lock.hand_over.record(node, counted);
-      v = counted.waiter.cast;
-    }
+    // An UNLOCK's hand-over: its own vote is release's (the waiter's went to the waiter).
+    v = count_release(hand->release, gone);
   } else if (const auto* bump = std::get_if<fence_bump_reply>(&reply)) {
     v = count_fence_bump(*bump, fences_, op.lock.fence);
   } else if (const auto* release = std::get_if<release_reply>(&reply)) {

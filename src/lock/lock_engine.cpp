@@ -143,16 +143,38 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
   default:
     break;
   }
-  if (tag.generation == 0 || tag.op >= slots_.size())
+  if (tag.generation == 0 || tag.op >= slots_.size() || !expects(tag, node))
     return;
-  operation& op = slots_[tag.op];
+  if (tag.kind == request_kind::hand_over)
+    pass_to_waiter(tag.op, node, &reply); // the waiter's vote; the UNLOCK's own below
+  take_reply(node, tag, reply);
+}
+
+bool lock_engine::expects(const request_tag& tag, std::size_t node) const {
   // A late reply of an earlier round: its slot was kept, the answer is discarded.
-  if (op.generation != tag.generation || !op.collecting() || op.tally.of(node) != vote::pending)
+  const operation& op = slots_[tag.op];
+  return op.generation == tag.generation && op.collecting() && op.tally.of(node) == vote::pending;
+}
+
+void lock_engine::take_reply(std::size_t node, const request_tag& tag, const script_reply& reply) {
+  if (!expects(tag, node))
     return;
-  if (op.phase == op_phase::draining)
+  if (const auto* error = std::get_if<error_reply>(&reply); error && error->noscript()) {
+    // The node lost its scripts (restart, SCRIPT FLUSH): this one goes again by source, the rest
+    // are reloaded. After the answer too: an UNLOCK's release must still run there.
+    io_.reload_scripts(node);
+    request_tag again = tag;
+    const operation& op = slots_[tag.op];
+    if (tag.kind == request_kind::hand_over && !handing_to_waiter(op))
+      again.kind = request_kind::release; // the waiter's round is over: only the release is left
+    format_round(op, again.kind, script_by::source);
+    io_.send(node, again, command_);
+    return;
+  }
+  if (slots_[tag.op].phase == op_phase::draining)
     drain_reply(tag.op, node, reply);
   else
-    count_vote(tag.op, node, tag, reply);
+    count_vote(tag.op, node, reply);
 }
 
 void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
@@ -171,10 +193,12 @@ void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
   }
   if (tag.generation == 0 || tag.op >= slots_.size())
     return;
-  operation& op = slots_[tag.op];
+  const operation& op = slots_[tag.op];
   if (op.generation != tag.generation || !op.collecting())
     return;
-  if (op.tally.record(node, vote::failed))
+  if (tag.kind == request_kind::hand_over)
+    pass_to_waiter(tag.op, node, nullptr);
+  if (slots_[tag.op].tally.record(node, vote::failed))
     after_vote(tag.op);
 }
 
@@ -200,8 +224,8 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
   op.lock.queued = op.lock.keep = op.lock.keep_started = op.lock.woken = false;
-  op.lock.retry_stamp = 0;
-  op.lock.hand_over.active = false;
+  op.lock.retry_stamp = op.lock.ticket = 0;
+  op.handing = {};
   op.watch = {};
   op.t0 = now_();
   op.lock.requested_at = op.t0;
@@ -242,19 +266,25 @@ void lock_engine::free_slot(std::uint32_t slot) {
   operation& op = slots_[slot];
   op.enter(op_phase::idle);
   op.generation = next_generation(op.generation);
+  op.handing.active = false;
   free_slots_.push_back(slot);
 }
 
 void lock_engine::begin_round(std::uint32_t slot, op_phase phase, request_kind kind) {
+  open_round(slot, phase);
+  send_round(slot, kind);
+  decide(slot);
+}
+
+void lock_engine::open_round(std::uint32_t slot, op_phase phase) {
   operation& op = slots_[slot];
   op.enter(phase);
   op.generation = next_generation(op.generation);
   op.tally.reset(node_count_);
+  // An UNLOCK waits node_timeout_ms for each master, with or without a waiter to hand over to.
   const auto timeout = op.ttl_ms == 0 ? std::chrono::milliseconds(cfg_.node_timeout_ms)
                                       : node_timeout_for(op.ttl_ms, cfg_.node_timeout_ms);
   add_deadline(now_() + timeout, slot, op.generation, timer_kind::round);
-  send_round(slot, kind);
-  decide(slot);
 }
 
 void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
@@ -270,7 +300,7 @@ void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
     }
     op.tally.record(node, vote::failed);
     // A quarantined or unreachable node does not vote, but it must not keep the key either.
-    if (kind == request_kind::release)
+    if (kind == request_kind::release || kind == request_kind::hand_over)
       cleanups_.on(node, op.key, op.owner, now_() + std::chrono::milliseconds(health_.max_ttl()),
                    released::lock);
   }
@@ -298,10 +328,12 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   case request_kind::fence_bump:
     append_fence_bump(command_, by, keys_, op.lock.fence.proposed());
     break;
-  case request_kind::hand_over:
-    append_hand_over(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed(),
-                     view(op.lock.hand_over.from));
+  case request_kind::hand_over: { // op is the UNLOCK
+    const operation& waiter = slots_[op.handing.waiter_slot];
+    append_hand_over(command_, by, op.key, keys_, view(waiter.owner), waiter.ttl_ms,
+                     waiter.lock.fence.proposed(), owner);
     break;
+  }
   default:
     break;
   }
@@ -319,8 +351,6 @@ void lock_engine::decide(std::uint32_t slot) {
     return;
   switch (op.kind) {
   case op_kind::lock: {
-    if (op.lock.hand_over.active && !settle_hand_over(slot))
-      return;
     const bool reached = op.tally.state() == vote_tally::outcome::reached;
     const std::int64_t validity = reached || op.lock.fence.conflict() ? validity_now(op) : 0;
     decide_lock(slot, op.phase == op_phase::voting
@@ -336,8 +366,10 @@ void lock_engine::decide(std::uint32_t slot) {
       ++counters_.released;
       leases_.release(op.key, op.owner);
       const std::string key = op.key;
+      const bool handed = op.handing.active; // its head took part in this very round
       finish(slot, format_ok());
-      lock_released(key, now_()); // the lock is free: the head waiter goes now, no polling
+      if (!handed)
+        lock_released(key, now_()); // the lock is free: the head waiter goes now, no polling
     } else {
       ++counters_.notheld;
       finish(slot, format_notheld());
@@ -421,16 +453,10 @@ void lock_engine::fire(const deadline& entry) {
     try_acquire(entry.slot);
     return;
   case timer_kind::wait_expiry: {
-    operation& op = slots_[entry.slot];
+    const operation& op = slots_[entry.slot];
     // An attempt in flight decides by itself when it completes.
-    if (op.phase != op_phase::waiting)
-      return;
-    dequeue(entry.slot, now_());
-    if (op.lock.last_failure.starts_with("BUSY"))
-      ++counters_.busy;
-    else
-      ++counters_.noquorum;
-    finish(entry.slot, std::move(op.lock.last_failure));
+    if (op.phase == op_phase::waiting)
+      wait_ran_out(entry.slot);
     return;
   }
   case timer_kind::renew:

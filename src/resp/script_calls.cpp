@@ -60,9 +60,9 @@ acquire_reply decode_acquire(const redisReply& reply, std::size_t fields = 4) {
 }
 
 hand_over_reply decode_hand_over(const redisReply& reply) {
-  hand_over_reply out{decode_acquire(reply, 5), std::nullopt};
+  hand_over_reply out{decode_acquire(reply, 5), {}};
   if (out.grant.complete)
-    out.released = as_integer(array_at(reply, 4));
+    out.release.result = as_integer(array_at(reply, 4));
   return out;
 }
 

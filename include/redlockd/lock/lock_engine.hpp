@@ -127,6 +127,7 @@ class lock_engine {
   std::shared_ptr<reply_sink> retire(std::uint32_t slot); // its sink; null if the client left
   void free_slot(std::uint32_t slot);
   void begin_round(std::uint32_t slot, op_phase phase, request_kind kind);
+  void open_round(std::uint32_t slot, op_phase phase); // a new generation, tally and deadline
   void send_round(std::uint32_t slot, request_kind kind);
   void format_round(const operation& op, request_kind kind, script_by by); // into command_
   void decide(std::uint32_t slot);
@@ -140,9 +141,14 @@ class lock_engine {
   bool stale(const deadline& entry) const;
   void fire(const deadline& entry);
 
+  // Whether `tag` is the current round of its operation and `node` has not answered it yet.
+  bool expects(const request_tag& tag, std::size_t node) const;
+  // A reply (or one passed on to a hand-over's waiter) for the operation `tag` names: counted,
+  // drained, or sent again by source after NOSCRIPT.
+  void take_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
+
   // Votes and key-loss detection (engine_votes.cpp)
-  void count_vote(std::uint32_t slot, std::size_t node, const request_tag& tag,
-                  const script_reply& reply);
+  void count_vote(std::uint32_t slot, std::size_t node, const script_reply& reply);
   bool clock_ok(std::size_t node, const std::optional<node_time>& time, const operation& op);
   void drain_reply(std::uint32_t slot, std::size_t node, const script_reply& reply);
   void after_vote(std::uint32_t slot);
@@ -159,6 +165,8 @@ class lock_engine {
   void lock_failed(std::uint32_t slot, std::string line);
   // Leaves the queue; when `slot` was its head, the new head tries at `wake_next`.
   void dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next = std::nullopt);
+  // A waiter between attempts whose WAIT ran out: answered with its last failure.
+  void wait_ran_out(std::uint32_t slot);
   // The head waiter of `key`, if it is between attempts, tries at `when`.
   void wake_head(const std::string& key, clock_type::time_point when);
   // The queued `slot` tries at `when`, unless a retry is due earlier already.
@@ -172,11 +180,13 @@ class lock_engine {
   void decide_renewal(std::uint32_t slot);
   void lose(std::uint32_t index);
   // An UNLOCK handed over to the head waiter (engine_handover.cpp). start_hand_over runs the
-  // waiter's hand-over round for the UNLOCK in `unlock_slot` and returns true, or returns false
-  // (the UNLOCK releases normally). settle_hand_over answers the UNLOCK once its outcome is
-  // known and returns true when the waiter's round may then be judged as an acquisition.
+  // UNLOCK in `unlock_slot` as a hand-over round together with its head waiter's round and
+  // returns true, or returns false (the UNLOCK releases normally). pass_to_waiter gives the
+  // waiter its vote from a master's answer to the UNLOCK (nullptr: the connection was lost),
+  // while the waiter's round is the one the UNLOCK carries (handing_to_waiter).
   bool start_hand_over(std::uint32_t unlock_slot, bool releaser_holds);
-  bool settle_hand_over(std::uint32_t slot);
+  bool handing_to_waiter(const operation& unlock_op) const;
+  void pass_to_waiter(std::uint32_t unlock_slot, std::size_t node, const script_reply* reply);
   // A KEEP lock ends without an UNLOCK (lost, or its client gone): released everywhere, the
   // resource lock-delayed, its head waiter woken.
   void end_keep(std::uint32_t index);

@@ -26,7 +26,8 @@ enum class op_phase : std::uint8_t { idle, waiting, voting, fencing, draining };
 
 // The only moves an operation makes (operation::enter asserts them):
 //   idle -> waiting                    a request arrives (allocate)
-//   waiting -> voting                  an attempt or round starts (a hand-over: the waiter's)
+//   waiting -> voting                  an attempt or round starts (a hand-over: the UNLOCK's
+//                                      and the waiter's)
 //   waiting -> waiting                 a lock-delayed WAIT waits on
 //   waiting -> idle                    answered without a round (TOO_MANY, BUSY, timed out, gone)
 //   voting -> fencing                  granted, but the fence conflicts: another round
@@ -67,8 +68,9 @@ struct acquisition {
   // A release of the lock was seen while an attempt was in flight: if that attempt fails, the
   // next one goes at once instead of after the holder's remaining TTL.
   bool woken = false;
-  std::string last_failure;  // the reply to give if the wait runs out
-  hand_over_state hand_over; // while this attempt is an UNLOCK's hand-over round
+  // The proposal of a queued LOCK's first attempt (0: it has not tried yet).
+  std::uint64_t ticket = 0;
+  std::string last_failure; // the reply to give if the wait runs out
 };
 
 // Key-loss detection. lock: the masters that granted. unlock, extend and renew: the masters that
@@ -94,8 +96,9 @@ struct operation {
   vote_tally tally;
   std::shared_ptr<reply_sink> sink; // null: nobody waits for the answer (a renewal, a gone client)
   std::uint64_t seq = 0;
-  acquisition lock;  // kind lock
-  lease_watch watch; // every kind
+  acquisition lock;       // kind lock
+  hand_over_link handing; // kind unlock: the waiter its round hands the lock to
+  lease_watch watch;      // every kind
   // kind renew: which KEEP lock, and its generation when the renewal began.
   std::uint32_t keep_index = 0;
   std::uint32_t keep_generation = 0;

@@ -18,7 +18,7 @@ enum class request_kind : std::uint8_t {
   release,
   extend,
   fence_bump,
-  hand_over,  // an UNLOCK's lock handed to the head waiter; op: the waiter's operation
+  hand_over,  // an UNLOCK's lock handed to the head waiter; op: the UNLOCK's operation
   fleet_read, // MGET of the fence and longest-TTL registers; op: the node being judged
   seed,       // raises a re-admitted node's registers; op: that node
   cleanup,    // a release nobody waits for; op: its entry in the engine's cleanup table

@@ -86,15 +86,16 @@ struct acquire_reply {
   std::optional<node_time> time;      // when complete and parsable
 };
 
-// hand_over: acquire's four fields for the new owner, and release's answer for the releasing one.
-struct hand_over_reply {
-  acquire_reply grant;                  // complete when all five fields came
-  std::optional<std::int64_t> released; // 1 replaced, 0 another owner, -1 gone
-};
-
 // release (also the releases nobody waits for): 1 deleted, 0 another owner, -1 gone.
 struct release_reply {
   std::optional<std::int64_t> result;
+};
+
+// hand_over: acquire's four fields for the new owner (a first field of -1: the master lost its
+// data, nothing granted), and release's answer for the releasing one.
+struct hand_over_reply {
+  acquire_reply grant;   // complete when all five fields came
+  release_reply release; // set when all five fields came
 };
 
 // extend: {1 set, 0 another owner, -1 gone; TIME}.
