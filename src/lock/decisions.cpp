@@ -8,6 +8,9 @@ acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, f
                            std::uint64_t& retry_ms, std::int64_t validity_ms) {
   if (!reply.complete)
     return {};
+  // Another daemon's head waits there with this ticket: this daemon's next waiters get tickets
+  // after it (their proposals are above everything observed), so that it is not overtaken again.
+  fences.observe(reply.rival_ticket);
   if (reply.status == 1) {
     if (!reply.fence)
       return {vote::failed, true};

@@ -96,7 +96,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   health_.granting(op.ttl_ms); // a refused TTL never counts: only what a quorum granted
   const auto expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
   if (op.lock.queued) {
-    dequeue(slot);
+    dequeue(slot, std::nullopt, true);
     // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends.
     wake_head(op.key, expires + jitter(default_retry_ms));
   }
@@ -164,7 +164,8 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
 // ---------------------------------------------------------------------------------------------
 // WAIT
 
-void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next) {
+void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next,
+                          bool served) {
   operation& op = slots_[slot];
   if (!op.lock.queued)
     return;
@@ -172,6 +173,19 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
   // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
   if (queues_.leave(op.key, {slot, op.serial}) && wake_next)
     wake_head(op.key, *wake_next);
+  // The last waiter here left without the lock: this daemon's entry must not hold other
+  // daemons' waiters back (best effort; otherwise it ends with its short life). A grant took it
+  // out on the masters that granted.
+  if (!served && op.lock.ticket != 0 && queues_.waiting_on(op.key) == 0)
+    unmark(op.key);
+}
+
+void lock_engine::unmark(const std::string& key) {
+  std::string command;
+  append_unmark(command, script_by::sha, wait_marker(marker_, keys_, key), daemon_id_);
+  for (std::size_t node = 0; node < node_count_; ++node)
+    if (io_.usable(node))
+      io_.send(node, request_tag{request_kind::unmark, 0, 0}, command);
 }
 
 void lock_engine::wait_ran_out(std::uint32_t slot) {

@@ -15,11 +15,13 @@ lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog:
                          now_function now)
     : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)), node_count_(cfg.nodes.size()),
       keys_(cfg.fence_key), daemon_id_(view(owners_.next()).substr(0, 16)),
+      mark_slack_ms_(2 * std::uint64_t{cfg.node_timeout_ms} + 100),
       health_(cfg, io, *log_, now_, fences_, counters_, keys_,
               [this](clock_type::time_point when, std::uint32_t node, std::uint64_t stamp) {
                 add_deadline(when, node, stamp, timer_kind::node);
               }),
-      leases_(cfg.lock_delay_ms, now_), cleanups_(io, cfg.nodes.size(), keys_, daemon_id_),
+      leases_(cfg.lock_delay_ms, now_),
+      cleanups_(io, cfg.nodes.size(), keys_, daemon_id_, mark_slack_ms_),
       random_(std::random_device{}()) {}
 
 // ---------------------------------------------------------------------------------------------
@@ -313,14 +315,13 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   case request_kind::acquire:
     if (op.lock.queued) // a refusal marks that this daemon waits: the release will wake it
       append_acquire_wait(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed(),
-                          wait_marker(marker_, keys_, op.key), ms_until(now_(), op.lock.wait_until),
-                          daemon_id_);
+                          mark_of(op));
     else
       append_acquire(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed());
     break;
   case request_kind::release:
     append_release(command_, by, op.key, owner, keys_, wait_marker(marker_, keys_, op.key),
-                   daemon_id_, true);
+                   daemon_id_, true, mark_slack_ms_);
     break;
   case request_kind::extend:
     append_extend(command_, by, op.key, keys_, owner, op.ttl_ms);
@@ -331,12 +332,17 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   case request_kind::hand_over: { // op is the UNLOCK
     const operation& waiter = slots_[op.handing.waiter_slot];
     append_hand_over(command_, by, op.key, keys_, view(waiter.owner), waiter.ttl_ms,
-                     waiter.lock.fence.proposed(), owner);
+                     waiter.lock.fence.proposed(), mark_of(waiter), owner);
     break;
   }
   default:
     break;
   }
+}
+
+wait_mark lock_engine::mark_of(const operation& op) {
+  return {wait_marker(marker_, keys_, op.key), ms_until(now_(), op.lock.wait_until), daemon_id_,
+          op.lock.ticket, mark_slack_ms_};
 }
 
 std::int64_t lock_engine::validity_now(const operation& op) const {

@@ -54,7 +54,7 @@ void release_cleanups::format(std::uint32_t index, script_by by) {
   const std::string& key = entries_[index].key;
   append_release(command_, by, key, view(entries_[index].owner), keys_,
                  wait_marker(marker_, keys_, key), daemon_id_,
-                 entries_[index].what == released::lock);
+                 entries_[index].what == released::lock, slack_ms_);
 }
 
 void release_cleanups::send(std::size_t node, std::uint32_t index) {

@@ -14,8 +14,8 @@ namespace {
 
 // In the order of enum class script.
 constexpr std::array<std::string_view, script_count> sources = {
-    lua_acquire, lua_release,   lua_extend,      lua_fence_bump,
-    lua_seed,    lua_hand_over, lua_acquire_wait};
+    lua_acquire, lua_release,   lua_extend,       lua_fence_bump,
+    lua_seed,    lua_hand_over, lua_acquire_wait, lua_unmark};
 
 std::string sha1_hex(std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];

@@ -85,23 +85,33 @@ TEST_CASE("two daemons - locks nobody waits for publish nothing", "[integration]
   const lock_grant held = must_lock(c1, "LOCK held 10000");
   CHECK(starts_with(c2.request("LOCK held 10000"), "BUSY "));
   CHECK(c1.request("UNLOCK held " + held.owner) == "OK");
-  // A marker left by the releasing daemon's own waiter: its release publishes nothing either.
-  const lock_grant mine = must_lock(c1, "LOCK mine 10000");
+  // A lock taken through d2, a waiter on d1 (the marks are d1's), the UNLOCK through d1: the
+  // masters find only the releasing daemon's own mark and publish nothing; d1 wakes its waiter.
+  const lock_grant mine = must_lock(c2, "LOCK mine 10000");
+  line_client own(d1.port());
+  own.send("LOCK mine 10000 WAIT 8000\n");
+  REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }, 5s));
+  REQUIRE(eventually([&] { return fleet.pttl(4, wait_marker("mine")) > 0; }, 5s));
+  CHECK(c1.request("UNLOCK mine " + mine.owner) == "OK");
+  const auto got = parse_lock_ok(own.read_line());
+  REQUIRE(got);
+  CHECK(own.request("UNLOCK mine " + got->owner) == "OK");
+  // A waiter that leaves without the lock takes its daemon's mark with it.
+  const lock_grant kept = must_lock(c2, "LOCK left 10000");
   {
     line_client leaver(d1.port());
-    leaver.send("LOCK mine 10000 WAIT 8000\n");
-    REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }, 5s));
+    leaver.send("LOCK left 10000 WAIT 8000\n");
+    REQUIRE(eventually([&] { return fleet.pttl(4, wait_marker("left")) > 0; }, 5s));
   }
   REQUIRE(eventually([&] { return d1.info().at("waiters") == 0; }, 5s));
-  CHECK(fleet.pttl(0, wait_marker("mine")) > 0);
-  CHECK(c1.request("UNLOCK mine " + mine.owner) == "OK");
+  CHECK(c2.request("UNLOCK left " + kept.owner) == "OK");
   CHECK(daemon_links_flushed(d1, fleet, {0, 1, 2, 3, 4}));
   CHECK(publishes(fleet) == 0);
   CHECK(d1.info().at("counters").at("wakeups") == 0);
   CHECK(d2.info().at("counters").at("wakeups") == 0);
   CHECK(lock_keys(fleet).empty());
   for (std::size_t i = 0; i < fleet.size(); ++i)
-    CHECK(fleet.keys(i, wait_marker("*")) == std::vector<std::string>{wait_marker("mine")});
+    CHECK(fleet.keys(i, wait_marker("*")).empty()); // taken out by the grant and the leaver
 }
 
 TEST_CASE("a wake channel cut by the master is subscribed again and wakes waiters as before",
@@ -136,31 +146,37 @@ TEST_CASE(
   redis_fleet fleet(5, acl_args(admin, password, /*wake_channel=*/false), admin);
   temp_dir dir;
   write_file(dir.path() / "redis-password", password + "\n");
-  daemon_process daemon(fleet.addresses(),
-                        {{"redis_username", "redlockd"},
-                         {"redis_password_file", (dir.path() / "redis-password").string()},
-                         {"unsafe_disable_quarantine", true}});
-  REQUIRE(eventually([&] { return daemon.log().find("wake channel of node") != std::string::npos; },
-                     10s));
-  CHECK(daemon.log().find("refused") != std::string::npos);
-  line_client holder(daemon.port());
-  const lock_grant held = must_lock(holder, "LOCK old-acl 10000");
-  {
-    // A waiter that leaves its marker behind: the release below finds it and may not publish.
-    line_client leaver(daemon.port());
-    leaver.send("LOCK old-acl 10000 WAIT 8000\n");
-    REQUIRE(eventually([&] { return daemon.info().at("waiters") == 1; }, 5s));
-  }
-  REQUIRE(eventually([&] { return daemon.info().at("waiters") == 0; }, 5s));
+  const nlohmann::json config = {{"redis_username", "redlockd"},
+                                 {"redis_password_file", (dir.path() / "redis-password").string()},
+                                 {"unsafe_disable_quarantine", true}};
+  daemon_process d1(fleet.addresses(), config);
+  daemon_process d2(fleet.addresses(), config);
+  REQUIRE(
+      eventually([&] { return d2.log().find("wake channel of node") != std::string::npos; }, 10s));
+  CHECK(d2.log().find("refused") != std::string::npos);
+  line_client holder(d1.port());
+  const lock_grant held = must_lock(holder, "LOCK old-acl 1500");
+  // A waiter on the other daemon marks the masters (GET and SET are allowed).
+  line_client waiter(d2.port());
+  waiter.send("LOCK old-acl 10000 WAIT 8000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 1; }, 5s));
   std::size_t marked = 0;
-  for (std::size_t i = 0; i < fleet.size(); ++i)
-    if (fleet.pttl(i, wait_marker("old-acl")) > 0)
-      ++marked;
-  REQUIRE(marked >= 3);
+  REQUIRE(eventually([&] {
+    marked = 0;
+    for (std::size_t i = 0; i < fleet.size(); ++i)
+      if (fleet.pttl(i, wait_marker("old-acl")) > 0)
+        ++marked;
+    return marked >= 3;
+  }));
+  // The release tries to publish (the mark is another daemon's), is refused, releases anyway.
   CHECK(holder.request("UNLOCK old-acl " + held.owner) == "OK");
   CHECK(nodes_holding(fleet, "old-acl", held.owner).empty());
-  const lock_grant again = must_lock(holder, "LOCK old-acl 10000");
-  CHECK(holder.request("UNLOCK old-acl " + again.owner) == "OK");
+  // The waiter was not woken: it tries on its timer, after the holder's remaining TTL.
+  waiter.set_timeout(10s);
+  const auto grant = parse_lock_ok(waiter.read_line());
+  REQUIRE(grant);
+  CHECK(d2.info().at("counters").at("wakeups") == 0);
+  CHECK(waiter.request("UNLOCK old-acl " + grant->owner) == "OK");
 }
 
 TEST_CASE("two daemons - waiters on a lock held on a majority but free elsewhere try at the "
@@ -198,6 +214,69 @@ TEST_CASE("two daemons - waiters on a lock held on a majority but free elsewhere
   CHECK(publishes(fleet) == 0);
   CHECK(d1.info().at("counters").at("wakeups") == 0);
   CHECK(d2.info().at("counters").at("wakeups") == 0);
+}
+
+TEST_CASE("two daemons - hand-overs among one daemon's clients do not starve another daemon's "
+          "waiter",
+          "[integration][wake][fairness]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  // x and y pass the lock back and forth through d1, each UNLOCK with the other one waiting; z
+  // waits through d2.
+  line_client x(d1.port());
+  line_client y(d1.port());
+  line_client z(d2.port());
+  lock_grant held = must_lock(x, "LOCK shared 30000");
+  // Tickets are proposals of fencing tokens. With z_younger, d2 has used up proposals on
+  // refused try-locks, so that z's ticket comes after y's: y goes first, then z.
+  const bool z_younger = GENERATE(false, true);
+  CAPTURE(z_younger);
+  for (int i = 0; z_younger && i < 20; ++i)
+    CHECK(starts_with(z.request("LOCK shared 30000"), "BUSY "));
+  y.send("LOCK shared 30000 WAIT 20000\n");
+  REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }));
+  z.send("LOCK shared 30000 WAIT 10000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 1; }));
+  std::this_thread::sleep_for(100ms); // both first attempts are over
+
+  line_client* holder = &x;
+  line_client* next = &y;
+  std::optional<lock_grant> z_grant;
+  int exchanges = 0;
+  for (; exchanges < 50 && !z_grant; ++exchanges) {
+    CHECK(holder->request("UNLOCK shared " + held.owner) == "OK");
+    // The lock goes to y (handed over) or to z (older, through the masters).
+    std::optional<lock_grant> next_grant;
+    REQUIRE(eventually(
+        [&] {
+          if (const auto line = z.try_read_line(0ms))
+            z_grant = parse_lock_ok(*line);
+          else if (const auto other = next->try_read_line(0ms))
+            next_grant = parse_lock_ok(*other);
+          return z_grant || next_grant;
+        },
+        15s));
+    if (z_grant)
+      break;
+    held = *next_grant;
+    holder->send("LOCK shared 30000 WAIT 20000\n"); // and queues again behind it
+    REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }));
+    std::this_thread::sleep_for(100ms); // its first attempt is over
+    std::swap(holder, next);
+  }
+  INFO("exchanges on d1 while z waited: " << exchanges);
+  REQUIRE(z_grant);
+  // z's mark makes it the older waiter at once, or after d1's current head: d1 sees z's ticket
+  // in that hand-over's answers, and its next waiter's ticket comes after it.
+  CHECK(exchanges <= (z_younger ? 1 : 0));
+  CHECK(z.request("UNLOCK shared " + z_grant->owner) == "OK");
+  // The lock goes back to d1's waiter.
+  next->set_timeout(10s);
+  const auto back = parse_lock_ok(next->read_line());
+  REQUIRE(back);
+  CHECK(next->request("UNLOCK shared " + back->owner) == "OK");
 }
 
 TEST_CASE("two daemons - a wake-up that comes while the head's attempt is in flight makes it try "

@@ -163,8 +163,13 @@ class lock_engine {
   void start_fencing_round(std::uint32_t slot);
   void lock_acquired(std::uint32_t slot, std::int64_t validity);
   void lock_failed(std::uint32_t slot, std::string line);
-  // Leaves the queue; when `slot` was its head, the new head tries at `wake_next`.
-  void dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next = std::nullopt);
+  // Leaves the queue; when `slot` was its head, the new head tries at `wake_next`. The last
+  // waiter to leave without the lock (not `served`) takes this daemon's wait-marker entries out.
+  void dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next = std::nullopt,
+               bool served = false);
+  void unmark(const std::string& key);
+  // The wait mark of a queued LOCK's attempt (in marker_).
+  wait_mark mark_of(const operation& op);
   // A waiter between attempts whose WAIT ran out: answered with its last failure.
   void wait_ran_out(std::uint32_t slot);
   // The head waiter of `key`, if it is between attempts, tries at `when`.
@@ -202,6 +207,9 @@ class lock_engine {
   // Names this daemon in the wait markers it leaves, so that its own releases do not publish
   // wake-ups for its own waiters (they learn of them here): 16 random hex characters.
   std::string daemon_id_;
+  // How long past a waiter's next try its wait-marker entry counts, and how long a woken
+  // daemon's entry still counts after a release: time to try (2 node timeouts and 100 ms).
+  std::uint64_t mark_slack_ms_;
   engine_counters counters_;
   latency_histogram acquire_latency_;
   std::vector<operation> slots_;

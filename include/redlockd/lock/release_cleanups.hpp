@@ -24,10 +24,11 @@ enum class released : std::uint8_t { attempt, lock };
 
 class release_cleanups {
  public:
-  // `daemon_id`: the engine's, for the releases' wait-marker check.
+  // `daemon_id`: the engine's, for the releases' wait-marker check; `slack_ms`: what a woken
+  // daemon's entry keeps (see the release script).
   release_cleanups(node_io& io, std::size_t nodes, const register_keys& keys,
-                   const std::string& daemon_id)
-      : io_(io), node_count_(nodes), keys_(keys), daemon_id_(daemon_id) {}
+                   const std::string& daemon_id, std::uint64_t slack_ms)
+      : io_(io), node_count_(nodes), keys_(keys), daemon_id_(daemon_id), slack_ms_(slack_ms) {}
 
   // Releases (key, owner) on every master, also those that refused or did not answer (their SET
   // may have happened after all).
@@ -62,6 +63,7 @@ class release_cleanups {
   std::size_t node_count_;
   const register_keys& keys_;
   const std::string& daemon_id_;
+  std::uint64_t slack_ms_;
   std::vector<entry> entries_;
   std::vector<std::uint32_t> free_;
   std::array<std::vector<std::uint32_t>, max_nodes> owed_{}; // per node, to send again

@@ -14,9 +14,10 @@ enum class script : std::size_t {
   fence_bump = 3,
   seed = 4,
   hand_over = 5,
-  acquire_wait = 6
+  acquire_wait = 6,
+  unmark = 7
 };
-inline constexpr std::size_t script_count = 7;
+inline constexpr std::size_t script_count = 8;
 
 // Script source text.
 std::string_view script_source(script s);

@@ -15,6 +15,7 @@ using namespace redlockd;
 namespace {
 
 const std::string time_fields = "$10\r\n1700000000\r\n$1\r\n0\r\n";
+const std::string no_rival = "$1\r\n0\r\n"; // no other daemon's head waits there
 
 hand_over_reply decoded(std::string_view bytes) {
   reply_reader reader;
@@ -37,15 +38,22 @@ TEST_CASE("an UNLOCK hands over only its own lease to a waiting head of an undel
   CHECK_FALSE(hand_over_applies({true, true, true, true}));   // lock-delayed
 }
 
-TEST_CASE("the hand_over call carries acquire's arguments and the releasing owner", "[handover]") {
+TEST_CASE("the hand_over call carries acquire_wait's arguments, the releasing owner and the wake "
+          "channel",
+          "[handover]") {
   const register_keys keys("redlockd:fence");
   std::string out;
-  append_hand_over(out, script_by::sha, "k", keys, "new-owner", 3000, 42, "old-owner");
-  CHECK(out == "*10\r\n$7\r\nEVALSHA\r\n$40\r\n" + std::string(script_sha(script::hand_over)) +
-                   "\r\n$1\r\n3\r\n$1\r\nk\r\n$14\r\nredlockd:fence\r\n$22\r\nredlockd:fence:"
-                   "max_ttl\r\n$9\r\nnew-owner\r\n$4\r\n3000\r\n$2\r\n42\r\n$9\r\nold-owner\r\n");
+  append_hand_over(out, script_by::sha, "k", keys, "new-owner", 3000, 42,
+                   {"redlockd:fence:waiting:k", 900, "d1", 17, 200}, "old-owner");
+  std::string expected;
+  append_command(expected,
+                 {"EVALSHA", script_sha(script::hand_over), "4", "k", "redlockd:fence",
+                  "redlockd:fence:max_ttl", "redlockd:fence:waiting:k", "new-owner", "3000", "42",
+                  "900", "d1", "17", "200", "old-owner", "redlockd:fence:wake"});
+  CHECK(out == expected);
   out.clear();
-  append_hand_over(out, script_by::source, "k", keys, "new-owner", 3000, 42, "old-owner");
+  append_hand_over(out, script_by::source, "k", keys, "new-owner", 3000, 42,
+                   {"redlockd:fence:waiting:k", 900, "d1", 17, 200}, "old-owner");
   CHECK(out.find(std::string(script_source(script::hand_over))) != std::string::npos);
 }
 
@@ -57,40 +65,46 @@ TEST_CASE("a hand-over answer: the waiter's vote as an acquire's, the releaser's
   bool gone = false;
 
   // The releaser's key was there: deleted, and the new owner's set in its place.
-  hand_over_reply h = decoded("*5\r\n:1\r\n$1\r\n7\r\n" + time_fields + ":1\r\n");
+  hand_over_reply h = decoded("*6\r\n:1\r\n$1\r\n7\r\n" + time_fields + ":1\r\n" + no_rival);
   CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::yes);
   CHECK(count_release(h.release, gone) == vote::yes);
   CHECK_FALSE(gone);
   CHECK(fences.high_water() == 7);
 
   // The key was gone: set as an acquisition sets it; the releaser's key is gone there.
-  h = decoded("*5\r\n:1\r\n$1\r\n8\r\n" + time_fields + ":-1\r\n");
+  h = decoded("*6\r\n:1\r\n$1\r\n8\r\n" + time_fields + ":-1\r\n" + no_rival);
   CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::yes);
   CHECK(count_release(h.release, gone) == vote::no);
   CHECK(gone);
 
   // Another owner holds it: refused with its TTL as the retry hint; not the releaser's either.
-  h = decoded("*5\r\n:0\r\n:4500\r\n" + time_fields + ":0\r\n");
+  h = decoded("*6\r\n:0\r\n:4500\r\n" + time_fields + ":0\r\n" + no_rival);
   CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::no);
   CHECK(count_release(h.release, gone) == vote::no);
   CHECK_FALSE(gone);
   CHECK(retry_ms == 4500);
 
   // The master lost its data (neither the key nor the fence key): nothing granted, nor refused.
-  h = decoded("*5\r\n:-1\r\n:0\r\n" + time_fields + ":-1\r\n");
+  h = decoded("*6\r\n:-1\r\n:0\r\n" + time_fields + ":-1\r\n" + no_rival);
   CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::failed);
   CHECK(count_release(h.release, gone) == vote::no);
   CHECK(gone);
 
   // Replaced too late to leave validity: no grant for the waiter, but the release happened.
-  h = decoded("*5\r\n:1\r\n$1\r\n7\r\n" + time_fields + ":1\r\n");
+  h = decoded("*6\r\n:1\r\n$1\r\n7\r\n" + time_fields + ":1\r\n" + no_rival);
   CHECK(count_acquire(h.grant, fences, round, retry_ms, 0).cast == vote::failed);
   CHECK(count_release(h.release, gone) == vote::yes);
 
   // The counter the master had seen is at or above the proposal: a fencing conflict.
-  h = decoded("*5\r\n:1\r\n$2\r\n10\r\n" + time_fields + ":1\r\n");
+  h = decoded("*6\r\n:1\r\n$2\r\n10\r\n" + time_fields + ":1\r\n" + no_rival);
   count_acquire(h.grant, fences, round, retry_ms, 900);
   CHECK(round.conflict());
+
+  // Another daemon's head waits there with an earlier ticket: refused, and its ticket observed.
+  h = decoded("*6\r\n:0\r\n:150\r\n" + time_fields + ":1\r\n$2\r\n60\r\n");
+  CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::no);
+  CHECK(count_release(h.release, gone) == vote::yes);
+  CHECK(fences.high_water() == 60);
 
   // Four fields (an acquire's answer) are not a hand-over's.
   h = decoded("*4\r\n:1\r\n$1\r\n7\r\n" + time_fields);

@@ -79,11 +79,11 @@ std::string granted(std::uint64_t previous) {
 // owner's key replaced (1), held by another (0) or gone (-1).
 std::string handed(std::uint64_t previous, int released) {
   const std::string text = std::to_string(previous);
-  return "*5\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
-         ":" + std::to_string(released) + "\r\n";
+  return "*6\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
+         ":" + std::to_string(released) + "\r\n$1\r\n0\r\n";
 }
 std::string not_handed(std::int64_t pttl) {
-  return "*5\r\n:0\r\n:" + std::to_string(pttl) + "\r\n" + master_time + ":0\r\n";
+  return "*6\r\n:0\r\n:" + std::to_string(pttl) + "\r\n" + master_time + ":0\r\n$1\r\n0\r\n";
 }
 std::string refused(std::int64_t pttl) {
   return "*4\r\n:0\r\n:" + std::to_string(pttl) + "\r\n" + master_time;
@@ -183,6 +183,19 @@ std::vector<std::string> words(const std::string& line) {
     } else {
       word.push_back(c);
     }
+  }
+  return out;
+}
+
+// The arguments of one RESP command (an array of bulk strings).
+std::vector<std::string> args_of(std::string_view command) {
+  std::vector<std::string> out;
+  std::size_t at = command.find("\r\n") + 2; // past "*<n>"
+  while (at < command.size()) {
+    const std::size_t end = command.find("\r\n", at);
+    const std::size_t length = std::stoul(std::string(command.substr(at + 1, end - at - 1)));
+    out.emplace_back(command.substr(end + 2, length));
+    at = end + 2 + length + 2;
   }
   return out;
 }
@@ -603,7 +616,7 @@ TEST_CASE("a hand-over notices a master that lost the releaser's key, as a plain
   f.answer_all(request_kind::acquire, refused(9000), 3);
   f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
   // Master 2 lost its data (FLUSHALL): neither the key nor the fence key, nothing granted.
-  f.answer(2, request_kind::hand_over, "*5\r\n:-1\r\n:0\r\n" + master_time + ":-1\r\n");
+  f.answer(2, request_kind::hand_over, "*6\r\n:-1\r\n:0\r\n" + master_time + ":-1\r\n$1\r\n0\r\n");
   f.answer(0, request_kind::hand_over, handed(1, 1));
   CHECK(f.engine.status_of(2).reason == lock_engine::quarantine_reason::keyloss);
   f.answer(1, request_kind::hand_over, handed(1, 1));
@@ -644,7 +657,7 @@ TEST_CASE("a NOSCRIPT after the UNLOCK was answered sends the release again by s
   REQUIRE(resent.size() == 1);
   CHECK(resent[0].node == 4);
   CHECK(
-      resent[0].bytes.starts_with(with_waiter ? "*10\r\n$4\r\nEVAL\r\n" : "*9\r\n$4\r\nEVAL\r\n"));
+      resent[0].bytes.starts_with(with_waiter ? "*16\r\n$4\r\nEVAL\r\n" : "*10\r\n$4\r\nEVAL\r\n"));
   CHECK(resent[0].bytes.find(owner_in(a->lines[0])) != std::string::npos);
 }
 
@@ -1272,7 +1285,7 @@ TEST_CASE("a release nobody waits for is sent again by source after NOSCRIPT, an
   auto resent = f.nodes.of(request_kind::cleanup);
   REQUIRE(resent.size() == 1);
   CHECK(resent[0].node == cleanups[2].node);
-  CHECK(resent[0].bytes.starts_with("*9\r\n$4\r\nEVAL\r\n"));
+  CHECK(resent[0].bytes.starts_with("*10\r\n$4\r\nEVAL\r\n"));
   f.nodes.sent.clear();
   f.nodes.up[4] = true;
   f.engine.on_node_ready(4);
@@ -1513,6 +1526,41 @@ TEST_CASE("a wake-up replaces the pending retry: no stale timer adds an attempt"
   CHECK(f.count_sent(request_kind::acquire) == 0);
 }
 
+TEST_CASE("a waiter marks with its first attempt's proposal as its ticket, and the last waiter "
+          "leaving without the lock takes the daemon's mark out",
+          "[engine][wake][fairness]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  f.engine.lock(waiting_lock("r", 10000, 8000), a, 0);
+  const auto first = args_of(f.nodes.of(request_kind::acquire).back().bytes);
+  REQUIRE(first.size() == 14);
+  CHECK(first[12] == first[9]); // the ticket is the first attempt's proposal
+  CHECK(std::stoull(first[13]) == 2 * f.cfg.node_timeout_ms + 100); // the slack
+  f.answer_all(request_kind::acquire, refused(300), 3);
+  f.engine.lock(waiting_lock("r", 10000, 8000), b, 0); // queued behind a
+  f.nodes.sent.clear();
+  f.advance(321ms);
+  const auto second = args_of(f.nodes.of(request_kind::acquire).back().bytes);
+  CHECK(second[9] != first[9]);   // a fresh proposal,
+  CHECK(second[12] == first[12]); // the same ticket for the whole wait
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  // a leaves: b is still here, the mark stays.
+  f.nodes.sent.clear();
+  f.engine.client_gone(a.get());
+  CHECK(f.count_sent(request_kind::unmark) == 0);
+  f.advance(0us); // b, the new head, tries
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.nodes.sent.clear();
+  f.engine.client_gone(b.get()); // the last one: the mark goes, on every master
+  const auto unmarks = f.nodes.of(request_kind::unmark);
+  REQUIRE(unmarks.size() == 5);
+  const auto unmark = args_of(unmarks[0].bytes);
+  CHECK(unmark[1] == script_sha(script::unmark));
+  CHECK(unmark[3] == f.cfg.fence_key + ":waiting:r");
+  CHECK(unmark[4] == first[11]); // this daemon's id
+}
+
 TEST_CASE("a wake-up without a waiter, or for a waiter that left, does nothing", "[engine][wake]") {
   fixture f;
   f.engine.on_released("r");
@@ -1542,21 +1590,6 @@ TEST_CASE("a wake channel subscribed again makes every head waiter try soon", "[
   CHECK(f.count_sent(request_kind::acquire) == 10);
 }
 
-namespace {
-// The arguments of one RESP command (an array of bulk strings).
-std::vector<std::string> args_of(std::string_view command) {
-  std::vector<std::string> out;
-  std::size_t at = command.find("\r\n") + 2; // past "*<n>"
-  while (at < command.size()) {
-    const std::size_t end = command.find("\r\n", at);
-    const std::size_t length = std::stoul(std::string(command.substr(at + 1, end - at - 1)));
-    out.emplace_back(command.substr(end + 2, length));
-    at = end + 2 + length + 2;
-  }
-  return out;
-}
-} // namespace
-
 TEST_CASE("releases carry the lock's wait marker, the wake channel and the daemon's id, the one "
           "its waiters mark with",
           "[engine][wake]") {
@@ -1566,13 +1599,13 @@ TEST_CASE("releases carry the lock's wait marker, the wake channel and the daemo
   f.answer_all(request_kind::acquire, granted(0), 3);
   f.engine.lock(waiting_lock("r", 10000, 5000), waiter, 0);
   const auto attempt = args_of(f.nodes.of(request_kind::acquire).back().bytes);
-  REQUIRE(attempt.size() == 12);
+  REQUIRE(attempt.size() == 14);
   f.answer_all(request_kind::acquire, refused(9000), 3);
   f.engine.client_gone(waiter.get()); // no hand-over: the UNLOCK releases
   f.engine.unlock(unlock_request{"r", owner_in(f.client->lines[0])}, f.client, 1);
   REQUIRE(f.count_sent(request_kind::release) == 5);
   const auto release = args_of(f.nodes.of(request_kind::release)[0].bytes);
-  REQUIRE(release.size() == 9);
+  REQUIRE(release.size() == 10);
   CHECK(release[0] == "EVALSHA");
   CHECK(release[1] == script_sha(script::release));
   CHECK(release[2] == "2");
@@ -1596,7 +1629,7 @@ TEST_CASE("only the release of a lock that was granted may wake waiters, never a
   auto keeper = std::make_shared<captured_replies>();
   auto waiter = std::make_shared<captured_replies>();
   auto leaver = std::make_shared<captured_replies>();
-  const auto wakes = [&](const sent_command& c) { return args_of(c.bytes).back(); };
+  const auto wakes = [&](const sent_command& c) { return args_of(c.bytes)[8]; };
   f.engine.lock(waiting_lock("r", 10000, 5000), waiter, 0);
   f.answer(0, request_kind::acquire, granted(0)); // free on two masters
   f.answer(1, request_kind::acquire, granted(0));
