@@ -103,7 +103,8 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   if (!op.sink) {
     // The client left while its acquisition was in flight: nobody will use or release it.
     const std::string key = op.key;
-    cleanups_.everywhere(key, op.owner, expires, released::lock);
+    cleanups_.everywhere(key, op.owner, expires, released::lock,
+                         expecting(op.watch.granted, now_() + std::chrono::milliseconds(validity)));
     finish(slot, {});
     lock_released(key, now_());
     return;
@@ -324,7 +325,8 @@ void lock_engine::lose(std::uint32_t index) {
 void lock_engine::end_keep(std::uint32_t index) {
   keep_lock& k = keeps_.at(index);
   const std::string key = k.key;
-  cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms), released::lock);
+  cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms), released::lock,
+                       expecting(k.granted, k.valid_until));
   keeps_.drop(index);
   leases_.delay(key);
   lock_released(key, leases_.delayed_until(key).value_or(now_()));
@@ -348,7 +350,7 @@ void lock_engine::grant_expired(const grant_reply& grant) {
   if (k == nullptr)
     return;
   cleanups_.everywhere(k->key, k->owner, now_() + std::chrono::milliseconds(k->ttl_ms),
-                       released::lock);
+                       released::lock, expecting(k->granted, k->valid_until));
   const std::string key = k->key;
   keeps_.drop(grant.keep_index);
   lock_released(key, now_());
@@ -365,7 +367,7 @@ void lock_engine::shutdown() {
           k.seq);
     ++counters_.lost;
     cleanups_.everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms),
-                         released::lock);
+                         released::lock, expecting(k.granted, k.valid_until));
     keeps_.drop(index);
   }
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {

@@ -114,18 +114,15 @@ void lock_engine::expect_lease(operation& op) {
 }
 
 void lock_engine::judge_key_loss(operation& op) {
-  // A node that granted this lease says the key is gone while the lease is still valid, and
-  // another node still holds it for the same owner (so it was not released elsewhere): the node
-  // lost a live key without restarting (eviction, FLUSHALL, a clock jump).
-  const std::uint32_t lost = op.watch.missing & op.watch.expect_held;
-  if (lost == 0 || op.tally.yes() == 0 || now_() >= op.watch.expect_until)
-    return;
-  op.watch.missing &= ~lost;
+  // The masters that released, extended or renewed it still held it (key_loss.hpp).
+  key_lost(lost_keys(op.watch, op.tally.yes(), now_()), op.key);
+}
+
+void lock_engine::key_lost(std::uint32_t masters, std::string_view key) {
   for (std::size_t node = 0; node < node_count_; ++node) {
-    if ((lost & node_bit(node)) == 0)
+    if ((masters & node_bit(node)) == 0)
       continue;
-    log_->warn("node {} lost the key of a valid lock on '{}'", cfg_.nodes[node].to_string(),
-               op.key);
+    log_->warn("node {} lost the key of a valid lock on '{}'", cfg_.nodes[node].to_string(), key);
     health_.key_lost(node);
   }
 }

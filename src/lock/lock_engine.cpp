@@ -21,7 +21,8 @@ lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog:
                 add_deadline(when, node, stamp, timer_kind::node);
               }),
       leases_(cfg.lock_delay_ms, now_),
-      cleanups_(io, cfg.nodes.size(), keys_, daemon_id_, mark_slack_ms_),
+      cleanups_(io, cfg.nodes.size(), keys_, daemon_id_, mark_slack_ms_,
+                [this](std::uint32_t masters, std::string_view key) { key_lost(masters, key); }),
       random_(std::random_device{}()) {}
 
 // ---------------------------------------------------------------------------------------------
@@ -133,7 +134,7 @@ bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uin
 void lock_engine::on_reply(std::size_t node, const request_tag& tag, const script_reply& reply) {
   switch (tag.kind) {
   case request_kind::cleanup:
-    cleanups_.on_reply(node, tag, &reply);
+    cleanups_.on_reply(node, tag, &reply, now_());
     return;
   case request_kind::fleet_read:
     health_.on_register_read(node, tag, std::get_if<register_reply>(&reply));
@@ -182,7 +183,7 @@ void lock_engine::take_reply(std::size_t node, const request_tag& tag, const scr
 void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
   switch (tag.kind) {
   case request_kind::cleanup:
-    cleanups_.on_reply(node, tag, nullptr);
+    cleanups_.on_reply(node, tag, nullptr, now_());
     return;
   case request_kind::fleet_read:
     health_.on_register_read(node, tag, nullptr);

@@ -20,13 +20,18 @@ std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
   e.owner = owner;
   e.expires = expires;
   e.what = what;
+  e.watch = {};
+  e.found = 0;
   e.refs = 0;
   return index;
 }
 
 void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
-                                  clock_type::time_point expires, released what) {
+                                  clock_type::time_point expires, released what,
+                                  const lease_watch& expect) {
   const std::uint32_t index = add(key, owner, expires, what);
+  entries_[index].watch.expect_held = expect.expect_held;
+  entries_[index].watch.expect_until = expect.expect_until;
   format(index, script_by::sha); // the same bytes for every node
   for (std::size_t node = 0; node < node_count_; ++node) {
     if (io_.usable(node))
@@ -86,16 +91,24 @@ void release_cleanups::free_if_unused(std::uint32_t index) {
     free_.push_back(index);
 }
 
-void release_cleanups::on_reply(std::size_t node, const request_tag& tag,
-                                const script_reply* reply) {
+void release_cleanups::on_reply(std::size_t node, const request_tag& tag, const script_reply* reply,
+                                clock_type::time_point now) {
   if (tag.op >= entries_.size() || entries_[tag.op].refs == 0)
     return;
+  entry& e = entries_[tag.op];
   if (reply == nullptr) {
     owe(node, tag.op); // the connection was lost: send it when the node is back
   } else if (const auto* error = std::get_if<error_reply>(reply); error && error->noscript()) {
     io_.reload_scripts(node);
     format(tag.op, script_by::source);
     send(node, tag.op);
+  } else if (const auto* release = std::get_if<release_reply>(reply); release && release->result) {
+    if (*release->result == -1)
+      e.watch.missing |= std::uint32_t{1} << node;
+    else if (*release->result == 1)
+      ++e.found;
+    if (const std::uint32_t lost = lost_keys(e.watch, e.found, now))
+      key_lost_(lost, e.key);
   }
   unref(tag.op);
 }

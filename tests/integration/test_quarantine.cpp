@@ -153,3 +153,22 @@ TEST_CASE("a refused LOCK with a long TTL does not lengthen the quarantine of a 
   }
   CHECK(seen == 1);
 }
+
+TEST_CASE("FLUSHALL under a KEEP lock quarantines that master when the lock's connection closes",
+          "[integration][quarantine][keep]") {
+  // Every path that releases a lock this daemon granted judges key loss as an UNLOCK does: here
+  // the release after the KEEP connection closed, long before the next renewal.
+  fleet_and_daemon env;
+  std::string owner;
+  {
+    line_client keeper = env.client();
+    owner = must_lock(keeper, "LOCK kept-long 60000 KEEP").owner;
+    REQUIRE(eventually([&] { return nodes_holding(env.fleet, "kept-long", owner).size() == 5; }));
+    env.fleet.run(2, "FLUSHALL");
+  }
+  CHECK(eventually(
+      [&] { return node_state(env.daemon.info(), env.fleet.address(2)) == "quarantined:keyloss"; },
+      3s));
+  CHECK(env.daemon.info().at("counters").at("key_losses") == 1);
+  CHECK(nodes_holding(env.fleet, "kept-long", owner).empty());
+}

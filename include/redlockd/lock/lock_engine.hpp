@@ -155,6 +155,7 @@ class lock_engine {
   void end_draining(std::uint32_t slot);
   void expect_lease(operation& op);
   void judge_key_loss(operation& op);
+  void key_lost(std::uint32_t masters, std::string_view key); // quarantines them
 
   // LOCK, WAIT and KEEP (engine_acquire.cpp)
   void try_acquire(std::uint32_t slot);

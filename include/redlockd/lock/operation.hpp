@@ -5,6 +5,7 @@
 #include "redlockd/lock/engine_io.hpp"
 #include "redlockd/lock/fencing.hpp"
 #include "redlockd/lock/handover.hpp"
+#include "redlockd/lock/key_loss.hpp"
 #include "redlockd/lock/owner.hpp"
 #include "redlockd/lock/redlock.hpp"
 
@@ -71,17 +72,6 @@ struct acquisition {
   // The proposal of a queued LOCK's first attempt (0: it has not tried yet).
   std::uint64_t ticket = 0;
   std::string last_failure; // the reply to give if the wait runs out
-};
-
-// Key-loss detection. lock: the masters that granted. unlock, extend and renew: the masters that
-// granted the lease this daemon gave for (key, owner), while it is valid (until expect_until),
-// and the masters that answered that the key is gone.
-struct lease_watch {
-  bool drain = false; // after the reply, collect the other masters' answers (phase draining)
-  std::uint32_t granted = 0;
-  std::uint32_t expect_held = 0;
-  clock_type::time_point expect_until{};
-  std::uint32_t missing = 0;
 };
 
 struct operation {

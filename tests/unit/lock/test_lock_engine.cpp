@@ -1360,6 +1360,48 @@ TEST_CASE("a master that lost the key of a valid lock is noticed at UNLOCK, afte
   CHECK(f.engine.operations_in_flight() == 0); // the drained slot was given back
 }
 
+TEST_CASE("the release of a KEEP lock that ends notices a master that lost its key, as an UNLOCK "
+          "does",
+          "[engine][quarantine][keep]") {
+  // Issue 21: every path that releases a lock this daemon granted judges key loss.
+  fixture f;
+  auto keeper = std::make_shared<captured_replies>();
+  lock_request keep = lock_of("k", 10000);
+  keep.keep = true;
+  f.engine.lock(keep, keeper, 1);
+  f.answer_all(request_kind::acquire, granted(0));
+  REQUIRE(keeper->lines[1].starts_with("OK "));
+  f.now += 1s;
+  f.nodes.sent.clear();
+  f.engine.client_gone(keeper.get());
+  const auto releases = f.nodes.of(request_kind::cleanup);
+  REQUIRE(releases.size() == 5);
+  const auto reply = [&](std::size_t i, std::string_view bytes) {
+    auto parsed = resp(bytes);
+    f.engine.on_reply(releases[i].node, releases[i].tag, decode(releases[i].tag, *parsed));
+  };
+  reply(3, ":-1\r\n"); // gone, nothing to compare yet
+  CHECK(f.engine.status_of(3).reason == lock_engine::quarantine_reason::none);
+  reply(0, ":1\r\n");
+  CHECK(f.engine.status_of(3).reason == lock_engine::quarantine_reason::keyloss);
+  reply(1, ":1\r\n");
+  reply(2, ":1\r\n");
+  reply(4, ":1\r\n");
+  CHECK(f.engine.counters().key_losses == 1);
+
+  // A failed attempt's release expects nothing: a key it never got is no loss.
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("a", 10000), f.client, 2);
+  f.answer_all(request_kind::acquire, refused(5000), 3);
+  const auto attempt = f.nodes.of(request_kind::cleanup);
+  REQUIRE(attempt.size() == 5);
+  for (std::size_t i = 0; i < 5; ++i) {
+    auto parsed = resp(i == 4 ? ":1\r\n" : ":-1\r\n");
+    f.engine.on_reply(attempt[i].node, attempt[i].tag, decode(attempt[i].tag, *parsed));
+  }
+  CHECK(f.engine.counters().key_losses == 1);
+}
+
 TEST_CASE("a master that lost the key of a valid lock is noticed at EXTEND",
           "[engine][quarantine]") {
   fixture f;
