@@ -2,11 +2,17 @@
 // masters' wake channel, and costs nothing when nobody waits elsewhere.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <netinet/in.h>
 #include <optional>
+#include <poll.h>
 #include <string>
+#include <sys/socket.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "checks.hpp"
@@ -24,6 +30,78 @@ std::int64_t publishes(const redis_fleet& fleet) {
     total += command_calls(fleet, i, "publish");
   return total;
 }
+
+// A master that accepts connections and then answers nothing, as one blackholed right after the
+// connection was made; counts the connections on which a SUBSCRIBE arrived.
+class silent_master {
+ public:
+  silent_master() {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) == 0);
+    REQUIRE(::listen(listen_fd_, 64) == 0);
+    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~silent_master() {
+    stop_ = true;
+    thread_.join();
+    for (const auto& c : connections_)
+      if (c.fd >= 0)
+        ::close(c.fd);
+    ::close(listen_fd_);
+  }
+  silent_master(const silent_master&) = delete;
+  silent_master& operator=(const silent_master&) = delete;
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int subscriptions() const { return subscriptions_; }
+
+ private:
+  struct connection {
+    int fd;
+    std::string received;
+    bool subscribed;
+  };
+  void serve() {
+    while (!stop_) {
+      std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}};
+      for (const auto& c : connections_)
+        fds.push_back({c.fd, POLLIN, 0}); // a closed one (-1) is ignored by poll
+      ::poll(fds.data(), fds.size(), 10);
+      if (fds[0].revents & POLLIN)
+        connections_.push_back({::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC), "", false});
+      for (std::size_t i = 1; i < fds.size(); ++i) {
+        if ((fds[i].revents & (POLLIN | POLLHUP)) == 0)
+          continue;
+        connection& c = connections_[i - 1];
+        char chunk[4096];
+        const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
+        if (n <= 0) { // the daemon gave up on it
+          ::close(c.fd);
+          c.fd = -1;
+          continue;
+        }
+        c.received.append(chunk, static_cast<std::size_t>(n));
+        if (!c.subscribed && c.received.find("$9\r\nSUBSCRIBE\r\n") != std::string::npos) {
+          c.subscribed = true;
+          ++subscriptions_;
+        }
+      }
+    }
+  }
+
+  int listen_fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::vector<connection> connections_; // kept open, never answered
+  std::atomic<int> subscriptions_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // The holder's lock outlives the waiter's WAIT by far: only a wake-up can grant it in time.
 void release_wakes_waiter_on_other_daemon(const redis_fleet& fleet, const daemon_process& d1,
@@ -320,4 +398,26 @@ TEST_CASE("two daemons - a wake-up that comes while the head's attempt is in fli
   const auto grant = parse_lock_ok(reply);
   REQUIRE(grant);
   CHECK(nodes_holding(fleet, "late", grant->owner).size() >= 3);
+}
+
+TEST_CASE("a wake channel whose SUBSCRIBE is never answered is opened again",
+          "[integration][wake]") {
+  // Four real masters and one that accepts connections but never answers: the subscriber
+  // connection to it must not wait for its SUBSCRIBE forever (its health check skipped
+  // connections that were not subscribed yet).
+  redis_fleet fleet(4);
+  silent_master silent;
+  daemon_options options;
+  options.nodes = fleet.addresses();
+  options.nodes.push_back(silent.address());
+  options.ready_nodes = fleet.addresses();
+  options.extra = {{"redis_stall_ms", 300}, {"redis_health_interval_ms", 100}};
+  daemon_process daemon(options);
+  // Each connection is given up after the stall limit (300 ms) and opened again after the
+  // backoff; a new SUBSCRIBE arrives each time.
+  CHECK(eventually([&] { return silent.subscriptions() >= 3; }, 10s));
+  INFO("SUBSCRIBEs the silent master received: " << silent.subscriptions());
+  line_client client(daemon.port());
+  const lock_grant grant = must_lock(client, "LOCK still-works 10000");
+  CHECK(client.request("UNLOCK still-works " + grant.owner) == "OK");
 }
