@@ -7,7 +7,8 @@
 // operation.hpp (an operation and its phases), decisions.hpp (votes and verdicts),
 // node_health.hpp (which masters vote: quarantine and re-seed), wait_queues.hpp, keep_locks.hpp,
 // leases.hpp (leases and lock-delay), release_cleanups.hpp, deadline_queue.hpp, handover.hpp (an
-// UNLOCK handing its lock to the head waiter in one round).
+// UNLOCK handing its lock to the head waiter in one round), key_loss.hpp (a master that lost a
+// live key).
 #pragma once
 
 #include "redlockd/config/config.hpp"
