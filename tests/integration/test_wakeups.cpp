@@ -2,11 +2,9 @@
 // masters' wake channel, and costs nothing when nobody waits elsewhere.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <netinet/in.h>
 #include <optional>
 #include <poll.h>
 #include <string>
@@ -36,15 +34,9 @@ std::int64_t publishes(const redis_fleet& fleet) {
 class silent_master {
  public:
   silent_master() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) == 0);
-    REQUIRE(::listen(listen_fd_, 64) == 0);
-    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    port_ = ntohs(address.sin_port);
+    const loopback_listener listener = listen_on_loopback(64);
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
     thread_ = std::thread([this] { serve(); });
   }
   ~silent_master() {
