@@ -1,3 +1,4 @@
+-- uses marks.lua
 -- hand_over: an UNLOCK that hands its lock to this daemon's head waiter, in one step: release's
 -- step for the releasing owner, then acquire_wait's for the waiter.
 -- KEYS: lock key, fence key, max-TTL key, wait marker. ARGV: acquire_wait's (owner, ttl ms,
@@ -15,13 +16,12 @@ local v = redis.call('get', KEYS[1])
 local r = -1
 if v == ARGV[8] then
   r = 1
-  redis.call('del', KEYS[1])
 elseif v then
   r = 0
 elseif not redis.call('get', KEYS[2]) then
   return {-1, 0, t[1], t[2], r, '0'}
 end
-local answer = wait_turn(t)
+local answer = wait_turn(t, r == 1)
 answer[6] = answer[5]
 answer[5] = r
 if answer[1] == 0 and r == 1 then wake(KEYS[4], ARGV[5], ARGV[9], ARGV[7]) end
