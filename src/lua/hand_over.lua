@@ -24,5 +24,8 @@ end
 local answer = wait_turn(t, r == 1)
 answer[6] = answer[5]
 answer[5] = r
-if answer[1] == 0 and r == 1 then wake(KEYS[4], ARGV[5], ARGV[9], ARGV[7]) end
+if answer[1] == 0 and r == 1 then
+  -- it yields to another daemon's older head (marks() was made by wait_turn)
+  wake(KEYS[4], redis.call('get', KEYS[4]), ARGV[5], ARGV[9], ARGV[7])
+end
 return answer

@@ -15,5 +15,11 @@ if v ~= ARGV[1] then
   return -1
 end
 redis.call('del', KEYS[1])
-if ARGV[4] == '1' then wake(KEYS[2], ARGV[3], ARGV[2], ARGV[5]) end
+if ARGV[4] == '1' then
+  local m = redis.call('get', KEYS[2])
+  if m then
+    marks()
+    wake(KEYS[2], m, ARGV[3], ARGV[2], ARGV[5])
+  end
+end
 return 1

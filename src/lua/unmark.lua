@@ -4,6 +4,7 @@
 -- KEYS: wait marker. ARGV: the daemon's id. 1 if there was a marker, 0 if not.
 local m = redis.call('get', KEYS[1])
 if not m then return 0 end
+marks()
 local now = ms(redis.call('time'))
 local others, last = scan(m, now, ARGV[1])
 put(KEYS[1], others, last, now)
