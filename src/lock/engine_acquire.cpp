@@ -129,8 +129,12 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
 
 void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   operation& op = slots_[slot];
+  // A master that refused this attempt's acquire did not set its key: nothing to release there.
+  // The others may hold it (a grant, or an answer that never came). After a fencing round the
+  // tally is that round's: everywhere.
+  const std::uint32_t refused = op.phase == op_phase::voting ? op.tally.mask_of(vote::no) : 0;
   cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
-                       released::attempt);
+                       released::attempt, {}, refused);
   const bool busy = line.starts_with("BUSY");
   const clock_type::time_point now = now_();
   if (op.lock.queued && op.sink && now < op.lock.wait_until) {

@@ -28,12 +28,14 @@ std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
 
 void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
                                   clock_type::time_point expires, released what,
-                                  const lease_watch& expect) {
+                                  const lease_watch& expect, std::uint32_t spared) {
   const std::uint32_t index = add(key, owner, expires, what);
   entries_[index].watch.expect_held = expect.expect_held;
   entries_[index].watch.expect_until = expect.expect_until;
   format(index, script_by::sha); // the same bytes for every node
   for (std::size_t node = 0; node < node_count_; ++node) {
+    if ((spared & (std::uint32_t{1} << node)) != 0)
+      continue;
     if (io_.usable(node))
       send(node, index);
     else

@@ -37,11 +37,12 @@ class release_cleanups {
       : io_(io), node_count_(nodes), keys_(keys), daemon_id_(daemon_id), slack_ms_(slack_ms),
         key_lost_(std::move(key_lost)) {}
 
-  // Releases (key, owner) on every master, also those that refused or did not answer (their SET
-  // may have happened after all). `expect`: where and until when the lock was known to be held
-  // (expect_held, expect_until), for a lock this daemon granted.
+  // Releases (key, owner) on every master but those in `spared` (masters that answered that they
+  // did not set it), also those that did not answer (their SET may have happened after all).
+  // `expect`: where and until when the lock was known to be held (expect_held, expect_until),
+  // for a lock this daemon granted.
   void everywhere(std::string_view key, const owner_id& owner, clock_type::time_point expires,
-                  released what, const lease_watch& expect = {});
+                  released what, const lease_watch& expect = {}, std::uint32_t spared = 0);
   // Releases it on one master only.
   void on(std::size_t node, std::string_view key, const owner_id& owner,
           clock_type::time_point expires, released what);
