@@ -2,14 +2,12 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <deque>
 #include <fstream>
 #include <mutex>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sstream>
 #include <string>
@@ -60,15 +58,9 @@ int pid_in(const std::string& path) {
 class fake_daemon {
  public:
   fake_daemon() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) == 0);
-    REQUIRE(::listen(listen_fd_, 8) == 0);
-    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    port_ = ntohs(address.sin_port);
+    const loopback_listener listener = listen_on_loopback(8);
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
     thread_ = std::thread([this] { serve(); });
   }
   ~fake_daemon() {

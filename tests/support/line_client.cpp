@@ -309,6 +309,26 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
   return value;
 }
 
+loopback_listener listen_on_loopback(int backlog) {
+  loopback_listener out;
+  out.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (out.fd < 0)
+    throw std::system_error(errno, std::generic_category(), "socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (::bind(out.fd, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      ::listen(out.fd, backlog) != 0 ||
+      ::getsockname(out.fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const int error = errno;
+    ::close(out.fd);
+    throw std::system_error(error, std::generic_category(), "listen on 127.0.0.1");
+  }
+  out.port = ntohs(address.sin_port);
+  return out;
+}
+
 std::optional<lock_grant> parse_lock_ok(std::string_view reply) {
   const auto words = split_words(reply);
   if (words.size() != 4 || words[0] != "OK" || !is_owner(words[1])) {

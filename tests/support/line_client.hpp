@@ -88,6 +88,14 @@ class line_client {
   bool eof_ = false;
 };
 
+// A listening TCP socket on a free 127.0.0.1 port, for stand-ins of a daemon or a master: its
+// descriptor and port. Throws std::system_error when the socket cannot be set up.
+struct loopback_listener {
+  int fd = -1;
+  std::uint16_t port = 0;
+};
+loopback_listener listen_on_loopback(int backlog);
+
 // Tries to connect and get "PONG" until `timeout`; true on success.
 bool wait_for_ping(std::uint16_t port, std::chrono::milliseconds timeout);
 

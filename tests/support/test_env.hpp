@@ -156,6 +156,25 @@ inline long long expired_keys(const redis_fleet& fleet) {
   return total;
 }
 
+// Calls of `command` (lowercase: "evalsha", "publish", ...) master `node` has run since it
+// started, scripts' own calls included (INFO commandstats); 0 if none. What the masters did,
+// whatever the daemons answered.
+inline std::int64_t command_calls(const redis_fleet& fleet, std::size_t node,
+                                  const std::string& command) {
+  const std::string stats = fleet.run(node, "INFO", "commandstats").str;
+  const std::string field = "cmdstat_" + command + ":calls=";
+  const auto at = stats.find(field);
+  if (at == std::string::npos) {
+    return 0;
+  }
+  return std::stoll(stats.substr(at + field.size()));
+}
+
+// Script calls (EVALSHA and EVAL) master `node` has run since it started.
+inline std::int64_t script_calls(const redis_fleet& fleet, std::size_t node) {
+  return command_calls(fleet, node, "evalsha") + command_calls(fleet, node, "eval");
+}
+
 // The word at `index` of a reply as an integer (std::nullopt when absent or not decimal).
 inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_t index) {
   const auto words = split_words(reply);

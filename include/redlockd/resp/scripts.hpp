@@ -25,8 +25,10 @@ enum class script : std::size_t {
   multi_acquire = 13,
   multi_release = 14,
   multi_extend = 15,
+  // Removes this daemon's wait mark when its waiters all left (src/lua/unmark.lua).
+  unmark = 16,
 };
-inline constexpr std::size_t script_count = 16;
+inline constexpr std::size_t script_count = 17;
 
 // Script source text.
 std::string_view script_source(script s);

@@ -56,6 +56,12 @@ TEST_CASE("an acquire vote: granted with validity, refused with a retry hint", "
   CHECK(counted.cast == vote::failed);
   CHECK(counted.bad_fence);
   CHECK(count_acquire(acquire_reply{}, fences, round, retry_ms, 900).cast == vote::failed);
+
+  // Another daemon's head waits on that master with ticket 40: this daemon's next proposals
+  // (and so its next waiters' tickets) come after it.
+  acquire_reply rival{true, 0, std::nullopt, 300, std::nullopt, 40};
+  CHECK(count_acquire(rival, fences, round, retry_ms, 900).cast == vote::no);
+  CHECK(fences.propose() == 41);
 }
 
 TEST_CASE("release and extend votes tell a gone key from another owner", "[decisions]") {
