@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Java client with the JDK alone (javac and jar: no Maven, no network) and runs its suite.
-#   clients/java/build.sh                 compiles for Java 17 and writes build/redlockd-client.jar
+#   clients/java/build.sh                 compiles for Java 17 and writes <repo>/build-java/redlockd-client.jar
 #   clients/java/build.sh test [Class]... that, then the JUnit 5 suite (all of it, or those classes
 #                                         of dev.redlockd.client) against real redis-server masters
 #                                         and the daemon $REDLOCKD_BIN (default <repo>/build/redlockd)
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-out=build
+out=../../build-java # the repository's build*/ directories are ignored and left out of source checks
 jar=$out/redlockd-client.jar
 version=0.1.0
 
@@ -35,7 +35,7 @@ Bundle-License: Apache-2.0
 MANIFEST
 rm -f "$jar"
 jar --create --file "$jar" --manifest "$out/MANIFEST.MF" -C "$out/classes" .
-echo "build.sh: wrote clients/java/$jar"
+echo "build.sh: wrote $(realpath "$jar")"
 
 [ "${1:-}" = test ] || exit 0
 shift

@@ -23,7 +23,7 @@ class ReadmeExampleTest extends DaemonTest {
     String program =
         readme.substring(start + open.length(), readme.indexOf("```", start + open.length()));
     assertTrue(program.contains("public class Example"), "the first java block is not the example");
-    String command = "java -cp clients/java/build/redlockd-client.jar Example.java 127.0.0.1:7400";
+    String command = "java -cp build-java/redlockd-client.jar Example.java 127.0.0.1:7400";
     assertTrue(readme.contains(command), "README.md no longer says how to run it: " + command);
 
     String jar = System.getProperty("redlockd.jar");
