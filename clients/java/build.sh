@@ -9,7 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-out=../../build-java # the repository's build*/ directories are ignored and left out of source checks
+# The repository's build*/ directories are ignored and left out of source checks;
+# REDLOCKD_JAVA_OUT puts the build elsewhere (scripts/test-clients java-package does).
+out=${REDLOCKD_JAVA_OUT:-../../build-java}
 jar=$out/redlockd-client.jar
 version=0.1.0
 
@@ -24,9 +26,7 @@ rm -rf "$out/classes" "$out/test-classes"
 mkdir -p "$out/classes/META-INF"
 mapfile -t sources < <(find src/main/java -name '*.java' | sort)
 javac "${javac_flags[@]}" -d "$out/classes" "${sources[@]}"
-if [ -f ../../LICENSE ]; then
-  cp ../../LICENSE "$out/classes/META-INF/LICENSE"
-fi
+cp LICENSE "$out/classes/META-INF/LICENSE" # the repository's, copied beside each client
 cat >"$out/MANIFEST.MF" <<MANIFEST
 Automatic-Module-Name: dev.redlockd.client
 Implementation-Title: redlockd-client
