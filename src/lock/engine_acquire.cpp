@@ -313,16 +313,16 @@ void lock_engine::decide_renewal(std::uint32_t slot) {
     add_deadline(step.next, op.keep_index, k->generation, timer_kind::renew);
     break;
   case renewal_step::kind::lost:
-    lose(op.keep_index);
+    lose(op.keep_index, "no quorum renewed it in time");
     break;
   }
   finish(slot, {});
 }
 
-void lock_engine::lose(std::uint32_t index) {
+void lock_engine::lose(std::uint32_t index, std::string_view why) {
   keep_lock& k = keeps_.at(index);
   ++counters_.lost;
-  log_->warn("KEEP lock on '{}' lost: no quorum renewed it in time", k.key);
+  log_->warn("KEEP lock on '{}' lost: {}", k.key, why);
   if (k.sink)
     k.sink->push(format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
                  k.seq);
@@ -335,6 +335,16 @@ void lock_engine::end_keep(std::uint32_t index) {
   cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms), released::lock,
                        expecting(k.granted, k.valid_until));
   keeps_.drop(index);
+  leases_.delay(key);
+  lock_released(key, leases_.delayed_until(key).value_or(now_()));
+}
+
+void lock_engine::on_broken(const std::string& key) {
+  if (const auto index = keeps_.index_of(key)) {
+    lose(*index, "ended by BREAK"); // lock-delayed and its head waiter woken by end_keep
+    return;
+  }
+  leases_.forget(key);
   leases_.delay(key);
   lock_released(key, leases_.delayed_until(key).value_or(now_()));
 }

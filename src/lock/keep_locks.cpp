@@ -70,6 +70,11 @@ std::optional<std::uint32_t> keep_locks::index_of(const std::string& key,
   return it->second;
 }
 
+std::optional<std::uint32_t> keep_locks::index_of(const std::string& key) const {
+  const auto it = by_key_.find(key);
+  return it == by_key_.end() ? std::nullopt : std::optional(it->second);
+}
+
 keep_lock* keep_locks::live(std::uint32_t index, std::uint32_t generation) {
   if (index >= locks_.size() || !locks_[index].active || locks_[index].generation != generation)
     return nullptr;

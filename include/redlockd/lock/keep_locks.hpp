@@ -45,6 +45,8 @@ class keep_locks {
   void drop(std::uint32_t index);
 
   std::optional<std::uint32_t> index_of(const std::string& key, const owner_id& owner) const;
+  // The KEEP lock on `key`, whoever holds it (BREAK).
+  std::optional<std::uint32_t> index_of(const std::string& key) const;
   keep_lock* find(const std::string& key, const owner_id& owner) {
     const auto index = index_of(key, owner);
     return index ? &locks_[*index] : nullptr;

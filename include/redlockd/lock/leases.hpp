@@ -33,6 +33,8 @@ class lease_table {
   // The lease on `key` if `owner` holds it.
   lease* find(const std::string& key, const owner_id& owner);
   void release(const std::string& key, const owner_id& owner);
+  // The lease on `key` ended whoever held it (BREAK).
+  void forget(const std::string& key) { leases_.erase(key); }
 
   // The resource's holder lost it without an UNLOCK: refuse it for lock_delay_ms.
   void delay(const std::string& key);
