@@ -173,6 +173,11 @@ void append_register_read(std::string& out, const register_keys& keys) {
   append_command(out, {"MGET", keys.fence, keys.max_ttl});
 }
 
+void append_status_read(std::string& out, script_by by, std::string_view key) {
+  const auto [verb, body] = head(script::status_read, by);
+  append_command(out, {verb, body, "1", key});
+}
+
 void append_break(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                   std::string_view marker) {
   const auto [verb, body] = head(script::break_hold, by);
@@ -207,7 +212,9 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   case request_kind::seed:
     return seed_reply{};
   case request_kind::status:
-    return pttl_reply{as_integer(reply)};
+    if (array_size(reply) == 2)
+      return pttl_reply{as_integer(array_at(reply, 0)), std::string(as_string(array_at(reply, 1)))};
+    return pttl_reply{as_integer(reply), {}};
   case request_kind::list_step:
     return decode_list_step(reply);
   default:

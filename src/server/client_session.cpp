@@ -219,10 +219,11 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
         } else if constexpr (std::is_same_v<type, auth_request>) {
           handle_auth(seq, req.secret);
         } else if constexpr (std::is_same_v<type, lock_request>) {
-          if (req.mode != lock_mode::exclusive || req.label || req.max_hold_ms) {
+          if (req.mode != lock_mode::exclusive) {
             // Parsed (protocol v1.1) but not served by the engine yet: answered as v1 did.
             deliver(seq, format_error(err_code::syntax,
-                                      "unknown LOCK option; expected WAIT <ms> or KEEP"));
+                                      "unknown LOCK option; expected WAIT <ms>, KEEP, LABEL "
+                                      "<label> or MAXHOLD <ms>"));
             return;
           }
           if (context_.shutting_down) {

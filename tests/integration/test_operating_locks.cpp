@@ -180,3 +180,61 @@ TEST_CASE("LIST through one daemon shows the holds taken through the other",
   CHECK(starts_with(at_b.request("LIST a b"), "ERR SYNTAX "));
   CHECK(starts_with(line_client(t.b.port()).request("LIST"), "ERR NOAUTH "));
 }
+
+TEST_CASE("LABEL is stored after the owner, shown by STATUS and LIST through the other daemon",
+          "[integration][operate]") {
+  two_daemons t;
+  line_client at_a = two_daemons::as(t.a, client_secret);
+  const lock_grant held = must_lock(at_a, "LOCK job 10000 LABEL host-7:4242");
+  CHECK(t.fleet.run(0, "GET", "job").str == held.owner + " host-7:4242");
+  line_client at_b = two_daemons::as(t.b, client_secret);
+  const std::string status = at_b.request("STATUS job");
+  CHECK(starts_with(status, "OK HELD "));
+  CHECK(status.ends_with(" label=host-7:4242"));
+  const nlohmann::json listed = listing(at_b, "LIST job");
+  REQUIRE(listed.at("locks").size() == 1);
+  CHECK(listed.at("locks").at(0).at("labels") == nlohmann::json::array({"host-7:4242"}));
+
+  // The owner alone releases and extends a labelled hold, through either daemon.
+  CHECK(starts_with(at_b.request("EXTEND job " + held.owner + " 20000"), "OK "));
+  CHECK(at_b.request("UNLOCK job " + held.owner) == "OK");
+  CHECK(t.gone_everywhere("job"));
+  CHECK(at_b.request("STATUS job") == "OK FREE");
+
+  // A labelled KEEP lock is renewed (the renewal compares the owner only) and handed over.
+  const lock_grant kept = must_lock(at_a, "LOCK kept 1000 KEEP LABEL keeper");
+  line_client waiter = two_daemons::as(t.a, client_secret);
+  waiter.send("LOCK kept 10000 WAIT 5000 LABEL next\n");
+  CHECK(waiter.try_read_line(1500ms) == std::nullopt); // still held: its renewals work
+  CHECK(at_a.request("UNLOCK kept " + kept.owner) == "OK");
+  const auto next = parse_lock_ok(waiter.read_line());
+  REQUIRE(next);
+  CHECK(t.fleet.run(0, "GET", "kept").str == next->owner + " next");
+
+  CHECK(starts_with(at_a.request(std::string("LOCK x 1000 LABEL bad\x01label")), "ERR BAD_LABEL "));
+  CHECK(t.gone_everywhere("x"));
+}
+
+TEST_CASE("MAXHOLD and max_hold_ms stop renewing a KEEP lock: LOST and released",
+          "[integration][operate]") {
+  redis_fleet fleet;
+  daemon_process d(fleet.addresses(), {{"max_hold_ms", 1500}});
+  line_client c(d.port());
+  const lock_grant capped = must_lock(c, "LOCK capped 300 KEEP MAXHOLD 600");
+  const lock_grant by_config = must_lock(c, "LOCK config 300 KEEP");
+  // Renewed past its TTL until MAXHOLD, then LOST; the config's cap ends the other later.
+  CHECK(c.read_line() == "LOST capped " + capped.owner);
+  CHECK(fleet.pttl(0, "config") > 0);
+  CHECK(c.read_line() == "LOST config " + by_config.owner);
+  CHECK(eventually(
+      [&] {
+        for (std::size_t i = 0; i < fleet.size(); ++i)
+          if (fleet.pttl(i, "capped") != -2 || fleet.pttl(i, "config") != -2)
+            return false;
+        return true;
+      },
+      2s));
+  CHECK(d.info().at("keep_locks") == 0);
+  CHECK(d.log().find("held for its MAXHOLD") != std::string::npos); // not a failed renewal
+  CHECK(starts_with(c.request("LOCK r 1000 MAXHOLD 100"), "ERR SYNTAX "));
+}

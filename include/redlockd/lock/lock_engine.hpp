@@ -237,6 +237,7 @@ class lock_engine {
   deadline_queue deadlines_;
   std::string command_;  // the current round's command, the same for every node
   std::string marker_;   // the wait marker of the current round's lock
+  std::string value_;    // the value the current round's grant stores (owner and label)
   std::string wake_key_; // the key of the wake-up being handled
   node_health health_;
   wait_queues queues_;

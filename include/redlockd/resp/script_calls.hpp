@@ -80,6 +80,8 @@ void append_hand_over(std::string& out, script_by by, std::string_view key,
 void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
                  std::uint64_t max_ttl_ms);                             // always by source
 void append_register_read(std::string& out, const register_keys& keys); // MGET of both
+// STATUS: the PTTL and label of lock `key`.
+void append_status_read(std::string& out, script_by by, std::string_view key);
 // BREAK: every hold of lock `key` ended on the master (`marker`: wait_marker() of `key`).
 void append_break(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                   std::string_view marker);
@@ -146,9 +148,11 @@ struct register_reply {
 // seed: any non-error answer means the registers were raised.
 struct seed_reply {};
 
-// PTTL (STATUS reads it, outside the engine): ms left, -1 no TTL, -2 no key.
+// STATUS's read (outside the engine): ms left, -1 no TTL, -2 no key; and the hold's label
+// ("" if none). A plain PTTL's integer reply decodes too, without a label.
 struct pttl_reply {
   std::optional<std::int64_t> ms;
+  std::string label;
 };
 
 // One hold a LIST step found: its key, PTTL and label ('' if none); never its owner.

@@ -30,8 +30,10 @@ enum class script : std::size_t {
   // Operating locks: BREAK's deletion and LIST's bounded SCAN step (src/lua/break.lua, list.lua).
   break_hold = 17,
   list_step = 18,
+  // STATUS's read: PTTL and the label (src/lua/status.lua).
+  status_read = 19,
 };
-inline constexpr std::size_t script_count = 19;
+inline constexpr std::size_t script_count = 20;
 
 // Script source text.
 std::string_view script_source(script s);
