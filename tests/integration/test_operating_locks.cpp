@@ -238,3 +238,49 @@ TEST_CASE("MAXHOLD and max_hold_ms stop renewing a KEEP lock: LOST and released"
   CHECK(d.log().find("held for its MAXHOLD") != std::string::npos); // not a failed renewal
   CHECK(starts_with(c.request("LOCK r 1000 MAXHOLD 100"), "ERR SYNTAX "));
 }
+
+TEST_CASE("redlockctl list, break and status with a label, through the other daemon",
+          "[integration][operate][redlockctl]") {
+  two_daemons t;
+  line_client at_a = two_daemons::as(t.a, client_secret);
+  must_lock(at_a, "LOCK jobs/1 30000 LABEL worker-1");
+  must_lock(at_a, "LOCK jobs/2 30000");
+  const std::string ctl = REDLOCKCTL_BINARY;
+  const std::string addr = "127.0.0.1:" + std::to_string(t.b.port());
+
+  const auto status =
+      run_command(ctl, {"--addr", addr, "--secret-file", t.client_file, "status", "jobs/1"});
+  CHECK(status.status == 0);
+  CHECK(starts_with(status.out, "held "));
+  CHECK(status.out.ends_with(" label=worker-1\n"));
+  const auto status_json = run_command(
+      ctl, {"--addr", addr, "--secret-file", t.client_file, "-o", "json", "status", "jobs/1"});
+  CHECK(nlohmann::json::parse(status_json.out).at("label") == "worker-1");
+
+  const auto listed =
+      run_command(ctl, {"--addr", addr, "--secret-file", t.client_file, "list", "jobs/"});
+  CHECK(listed.status == 0);
+  INFO(listed.out);
+  CHECK(starts_with(listed.out, "jobs/1 exclusive "));
+  CHECK(listed.out.find("ms worker-1\njobs/2 exclusive ") != std::string::npos);
+  const auto first =
+      run_command(ctl, {"--addr", addr, "--secret-file", t.client_file, "list", "--count", "1"});
+  CHECK(first.out.find("jobs/2") == std::string::npos);
+  CHECK(first.out.find("more not shown") != std::string::npos);
+
+  // break needs the admin secret: the client secret is refused, nothing changes.
+  const auto refused =
+      run_command(ctl, {"--addr", addr, "--secret-file", t.client_file, "break", "jobs/1"});
+  CHECK(refused.status == 64); // no admin secret given
+  const auto as_client =
+      run_command(ctl, {"--addr", addr, "--admin-secret-file", t.client_file, "break", "jobs/1"});
+  CHECK(as_client.status == 6);
+  CHECK(t.held_everywhere("jobs/1"));
+  const auto broken =
+      run_command(ctl, {"--addr", addr, "--admin-secret-file", t.admin_file, "break", "jobs/1"});
+  CHECK(broken.status == 0);
+  CHECK(t.gone_everywhere("jobs/1"));
+  const auto again =
+      run_command(ctl, {"--addr", addr, "--admin-secret-file", t.admin_file, "break", "jobs/1"});
+  CHECK(again.status == 3);
+}
