@@ -121,7 +121,13 @@ TEST_CASE("BREAK of a KEEP hold on the same daemon pushes LOST at once and lock-
   CHECK(guesser.request("AUTH guess") == "OK");
   CHECK(starts_with(guesser.request("BREAK stuck"), "ERR NOAUTH "));
   line_client admin = two_daemons::as(d, admin_secret);
+  // The fence registers rise by one, in decimal, on every master that held it (raised here
+  // first: a fence may always go up).
+  fleet.run(0, "SET", "redlockd:fence", "1999");
+  fleet.run(1, "SET", "redlockd:fence", "9999999999999999999");
   CHECK(admin.request("BREAK stuck") == "OK");
+  CHECK(fleet.run(0, "GET", "redlockd:fence").str == "2000");
+  CHECK(fleet.run(1, "GET", "redlockd:fence").str == "10000000000000000000");
   CHECK(holder.read_line() == "LOST stuck " + held.owner);
   // Lock-delay on this daemon: the resource stays refused although the masters are free.
   CHECK(starts_with(admin.request("LOCK stuck 10000"), "BUSY "));
