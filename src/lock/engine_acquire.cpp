@@ -123,7 +123,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     grant.keep_generation = keeps_.at(grant.keep_index).generation;
   } else {
     leases_.grant(op.key, {op.owner, expires, now_() + std::chrono::milliseconds(validity),
-                           op.watch.granted, op.lock.fence.proposed()});
+                           op.watch.granted, op.lock.fence.proposed(), op.lock.label});
   }
   op.watch.drain = true; // grants that come after the reply belong to the lock too
   finish_grant(slot, std::move(grant));
@@ -271,6 +271,7 @@ std::uint32_t lock_engine::start_keep(std::uint32_t slot, std::int64_t validity)
   const std::uint32_t index =
       keeps_.add(op.key, op.owner, op.ttl_ms, now + std::chrono::milliseconds(validity),
                  op.watch.granted, op.lock.fence.proposed(), op.sink, op.seq, hold_until);
+  keeps_.at(index).label = op.lock.label;
   op.lock.keep_started = true; // the count now belongs to the KEEP lock
   add_deadline(std::min(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), hold_until), index,
                keeps_.at(index).generation, timer_kind::renew);

@@ -30,6 +30,7 @@ struct keep_lock {
   std::uint64_t seq = 0; // of the OK that granted it: LOST never goes out before it
   // MAXHOLD / max_hold_ms: no renewal at or after this; time_point::max() when unlimited.
   clock_type::time_point hold_until = clock_type::time_point::max();
+  std::string label; // its LABEL ("" if none), for the status page
 };
 
 // How long a KEEP lock is renewed in all, in ms: the LOCK's MAXHOLD capped by the config's

@@ -21,6 +21,7 @@ struct lease {
   clock_type::time_point valid_until{}; // the validity given to the client
   std::uint32_t granted = 0;            // masters that granted it
   std::uint64_t fence = 0;              // its fencing token
+  std::string label{};                  // its LABEL ("" if none), for the status page
 };
 
 class lease_table {
