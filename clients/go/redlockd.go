@@ -639,6 +639,8 @@ type Status struct {
 	// Remaining is how long at least before a LOCK could succeed, unless the holder releases
 	// the lock; 0 when it is free.
 	Remaining time.Duration
+	// Label is the holder's LABEL, when its LOCK gave one (never the owner).
+	Label string
 }
 
 // Status asks whether resource is locked (STATUS). It returns a *NoQuorumError when too few
@@ -654,18 +656,87 @@ func (c *Client) Status(ctx context.Context, resource string) (Status, error) {
 	return parseStatus(reply)
 }
 
-// parseStatus reads STATUS's "OK HELD <pttl_ms>" or "OK FREE".
+// parseStatus reads STATUS's "OK HELD <pttl_ms> [label=<label>]" or "OK FREE".
 func parseStatus(reply string) (Status, error) {
 	parts := strings.Split(reply, " ")
-	if len(parts) == 3 && parts[0] == "OK" && parts[1] == "HELD" {
+	labelled := len(parts) == 4 && strings.HasPrefix(parts[3], "label=")
+	if (len(parts) == 3 || labelled) && parts[0] == "OK" && parts[1] == "HELD" {
 		if ms, err := strconv.ParseInt(parts[2], 10, 64); err == nil && ms >= 0 {
-			return Status{Held: true, Remaining: time.Duration(ms) * time.Millisecond}, nil
+			s := Status{Held: true, Remaining: time.Duration(ms) * time.Millisecond}
+			if labelled {
+				s.Label = strings.TrimPrefix(parts[3], "label=")
+			}
+			return s, nil
 		}
 	}
 	if reply == "OK FREE" {
 		return Status{}, nil
 	}
 	return Status{}, replyError(reply)
+}
+
+// ListedLock is one resource LIST found held on a majority of the masters (never its owner).
+type ListedLock struct {
+	Resource string
+	Kind     string // "exclusive"
+	// Remaining is how long at least the hold lasts, as Status.Remaining.
+	Remaining time.Duration
+	Labels    []string
+}
+
+// Listing is LIST's answer: the locks, sorted by resource, and whether more were left out.
+type Listing struct {
+	Locks     []ListedLock
+	Truncated bool
+}
+
+// List returns the resources held on a majority of the masters (through any daemon) whose
+// names start with prefix (LIST), at most count (0: the daemon's default 100; it clamps to
+// 1000), with their kind, time left and labels; never an owner.
+func (c *Client) List(ctx context.Context, prefix string, count int) (Listing, error) {
+	line := "LIST"
+	if prefix != "" {
+		if err := checkToken(prefix, "prefix"); err != nil {
+			return Listing{}, err
+		}
+		line += " " + prefix
+	}
+	if count < 0 {
+		return Listing{}, fmt.Errorf("redlockd: count must not be negative, got %d", count)
+	}
+	if count > 0 {
+		line += " COUNT " + strconv.Itoa(count)
+	}
+	reply, _, err := c.do(ctx, &call{line: line, reply: make(chan result, 1)})
+	if err != nil {
+		return Listing{}, err
+	}
+	return parseListing(reply)
+}
+
+// parseListing reads LIST's "OK <json>".
+func parseListing(reply string) (Listing, error) {
+	if !strings.HasPrefix(reply, "OK {") {
+		return Listing{}, replyError(reply)
+	}
+	var body struct {
+		Locks []struct {
+			Resource string   `json:"resource"`
+			Kind     string   `json:"kind"`
+			TTLMs    int64    `json:"ttl_ms"`
+			Labels   []string `json:"labels"`
+		} `json:"locks"`
+		Truncated bool `json:"truncated"`
+	}
+	if err := json.Unmarshal([]byte(reply[3:]), &body); err != nil {
+		return Listing{}, fmt.Errorf("redlockd: unexpected reply to LIST: %w", err)
+	}
+	out := Listing{Locks: make([]ListedLock, 0, len(body.Locks)), Truncated: body.Truncated}
+	for _, l := range body.Locks {
+		out.Locks = append(out.Locks, ListedLock{l.Resource, l.Kind,
+			time.Duration(l.TTLMs) * time.Millisecond, l.Labels})
+	}
+	return out, nil
 }
 
 // Ping sends PING.

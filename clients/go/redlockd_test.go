@@ -1,10 +1,13 @@
 package redlockd_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -432,5 +435,49 @@ func TestHungDaemonIsAConnectionFailure(t *testing.T) {
 	}
 	if err := c.Ping(bg()); err != nil || c.Addr() != d2.addr() {
 		t.Fatalf("after the hang: %v, connected to %q", err, c.Addr())
+	}
+}
+
+func TestListAndStatusLabel(t *testing.T) {
+	f := startFleet(t, 5)
+	d := startDaemon(t, f.addrs(), daemonOpts{})
+	c := dial(t, []string{d.addr()})
+	l := mustLock(t, c, "go:list:a", redlockd.TTL(10*time.Second))
+	// A LABEL through the line protocol (the client does not send one yet).
+	raw, err := net.Dial("tcp", d.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Write([]byte("LOCK go:list:b 10000 LABEL tester:1\n")); err != nil {
+		t.Fatal(err)
+	}
+	if granted, err := bufio.NewReader(raw).ReadString('\n'); err != nil || !strings.HasPrefix(granted, "OK ") {
+		t.Fatalf("LOCK with a LABEL: %q %v", granted, err)
+	}
+	listing, err := c.List(bg(), "go:list:", 0)
+	if err != nil || len(listing.Locks) != 2 || listing.Truncated {
+		t.Fatalf("List: %+v %v", listing, err)
+	}
+	a, b := listing.Locks[0], listing.Locks[1]
+	if a.Resource != "go:list:a" || a.Kind != "exclusive" || len(a.Labels) != 0 ||
+		b.Resource != "go:list:b" || len(b.Labels) != 1 || b.Labels[0] != "tester:1" ||
+		b.Remaining <= 5*time.Second || b.Remaining > 10*time.Second {
+		t.Fatalf("List: %+v", listing)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", listing), l.Owner()) {
+		t.Fatalf("LIST named an owner")
+	}
+	if s, err := c.Status(bg(), "go:list:b"); err != nil || s.Label != "tester:1" {
+		t.Fatalf("Status of a labelled hold: %+v %v", s, err)
+	}
+	if first, err := c.List(bg(), "go:list:", 1); err != nil || len(first.Locks) != 1 || !first.Truncated {
+		t.Fatalf("List COUNT 1: %+v %v", first, err)
+	}
+	if _, err := c.List(bg(), "two words", 0); err == nil {
+		t.Fatalf("a prefix with a space must be refused before it is sent")
+	}
+	if err := l.Unlock(bg()); err != nil {
+		t.Fatal(err)
 	}
 }

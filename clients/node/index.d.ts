@@ -61,6 +61,24 @@ export interface Status {
   held: boolean;
   /** ms at least before a LOCK could succeed, unless the holder releases it; 0 when free. */
   remaining: number;
+  /** The holder's LABEL, when its LOCK gave one (never the owner). */
+  label?: string;
+}
+
+/** One resource LIST found held on a majority of the masters (never its owner). */
+export interface ListedLock {
+  resource: string;
+  /** "exclusive" */
+  kind: string;
+  /** ms at least, as Status.remaining. */
+  remaining: number;
+  labels: string[];
+}
+
+/** LIST's answer: the locks, sorted by resource, and whether more were left out. */
+export interface Listing {
+  locks: ListedLock[];
+  truncated: boolean;
 }
 
 /** A master's state in INFO. */
@@ -159,6 +177,8 @@ export class Client {
   extend(resource: string, owner: string, ttl: number): Promise<number>;
   /** STATUS; rejects with NoQuorumError when too few masters answered to say. */
   status(resource: string): Promise<Status>;
+  /** LIST [prefix] [COUNT n]. */
+  list(prefix?: string, options?: { count?: number }): Promise<Listing>;
   ping(): Promise<void>;
   /** HELLO: "redlockd <version> proto=1 nodes=N quorum=Q". */
   hello(): Promise<string>;

@@ -147,12 +147,24 @@ function parseValidity(reply, resource) {
   return Number(parts[1]);
 }
 
-/** STATUS's `OK HELD <pttl_ms>` or `OK FREE`. */
+/** STATUS's `OK HELD <pttl_ms> [label=<label>]` or `OK FREE`. */
 function parseStatus(reply, resource) {
   const parts = reply.split(" ");
   if (parts[0] === "OK" && parts[1] === "HELD" && parts.length === 3) return { held: true, remaining: Number(parts[2]) };
+  if (parts[0] === "OK" && parts[1] === "HELD" && parts.length === 4 && parts[3].startsWith("label="))
+    return { held: true, remaining: Number(parts[2]), label: parts[3].slice("label=".length) };
   if (reply === "OK FREE") return { held: false, remaining: 0 };
   throw replyError(reply, resource);
+}
+
+/** LIST's `OK <json>`: { locks: [{ resource, kind, remaining, labels }], truncated }. */
+function parseListing(reply) {
+  if (!reply.startsWith("OK {")) throw replyError(reply);
+  const body = JSON.parse(reply.slice(3));
+  return {
+    locks: body.locks.map((l) => ({ resource: l.resource, kind: l.kind, remaining: l.ttl_ms, labels: l.labels })),
+    truncated: body.truncated,
+  };
 }
 
 function parsePong(reply) {
@@ -617,6 +629,22 @@ export class Client {
   async status(resource) {
     const { reply } = await this.#call(`STATUS ${token(resource, "resource")}`);
     return parseStatus(reply, resource);
+  }
+
+  /**
+   * LIST: the resources held on a majority of the masters (through any daemon) whose names start
+   * with `prefix`, at most `count` (the daemon's default 100, at most 1000), with their kind, time
+   * left (ms) and labels; never an owner. Resolves to { locks, truncated }.
+   */
+  async list(prefix = "", { count } = {}) {
+    let line = "LIST";
+    if (prefix !== "") line += ` ${token(prefix, "prefix")}`;
+    if (count !== undefined) {
+      if (!Number.isInteger(count) || count < 1) throw new RangeError(`count must be a positive integer, not ${count}`);
+      line += ` COUNT ${count}`;
+    }
+    const { reply } = await this.#call(line);
+    return parseListing(reply);
   }
 
   async ping() {

@@ -9,6 +9,7 @@
 #include "redlockd/app/status_info.hpp"
 #include "redlockd/app/supervisor.hpp"
 #include "redlockd/lock/lock_engine.hpp"
+#include "redlockd/lock/lock_operator.hpp"
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/lock/status_query.hpp"
 #include "redlockd/metrics/counter_rates.hpp"
@@ -70,8 +71,9 @@ void log_startup_summary(spdlog::logger& log, const config& cfg) {
   log.info("node timeout {} ms, ttl {}..{} ms, drift factor {}, key prefix '{}', fence key '{}'",
            cfg.node_timeout_ms, cfg.min_ttl_ms, cfg.max_ttl_ms, cfg.clock_drift_factor,
            cfg.key_prefix, cfg.fence_key);
-  log.info("client authentication {}; redis authentication {}",
+  log.info("client authentication {}; BREAK {}; redis authentication {}",
            cfg.client_secret.empty() ? "off (no client secret)" : "on",
+           cfg.admin_secret.empty() ? "off (no admin secret)" : "on (admin secret)",
            cfg.redis_password.empty()   ? std::string("off")
            : cfg.redis_username.empty() ? std::string("on (default user)")
                                         : "on (user '" + cfg.redis_username + "')");
@@ -87,6 +89,10 @@ struct daemon::impl {
         status_reads(
             cfg, masters, [this](std::size_t node) { return engine.votes(node); },
             [this](clock_type::time_point when) { masters.arm_status_timer(when); }, log),
+        operations(
+            cfg, masters, [this](std::size_t node) { return engine.votes(node); },
+            [this](clock_type::time_point when) { masters.arm_operations_timer(when); },
+            [this](const std::string& key) { engine.on_broken(key); }, log),
         started(clock_type::now()),
         context{engine, cfg, request_limits{cfg.min_ttl_ms, cfg.max_ttl_ms}, hello(), {}, log},
         server(io, context),
@@ -100,7 +106,8 @@ struct daemon::impl {
         rates(started), life(io, parts, std::move(reload)) {
     context.info_json = [this] { return info_json(parts); };
     context.status = &status_reads;
-    masters.route_to(engine, status_reads);
+    context.operations = &operations;
+    masters.route_to(engine, status_reads, operations);
   }
 
   std::string hello() const {
@@ -126,6 +133,7 @@ struct daemon::impl {
   fleet masters;
   lock_engine engine;
   status_reader status_reads;
+  lock_operator operations;
   clock_type::time_point started;
   session_context context;
   listener server;

@@ -2,6 +2,7 @@
 // node_io carried out over the links.
 #include "redlockd/app/fleet.hpp"
 
+#include "redlockd/lock/lock_operator.hpp"
 #include "redlockd/lock/status_query.hpp"
 #include "redlockd/resp/script_calls.hpp"
 
@@ -10,7 +11,7 @@
 namespace redlockd {
 
 fleet::fleet(net::io_context& io, const config& cfg, std::shared_ptr<spdlog::logger> log)
-    : engine_timer_(io), status_timer_(io) {
+    : engine_timer_(io), status_timer_(io), operations_timer_(io) {
   for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
     links_.push_back(std::make_unique<redis_link>(io, i, cfg.nodes[i], cfg, *this, log));
     wakes_.push_back(std::make_unique<wake_subscriber>(io, i, cfg.nodes[i], cfg, *this, log));
@@ -23,10 +24,17 @@ void fleet::use_tls(std::size_t node, const std::shared_ptr<tls_context>& contex
   wakes_[node]->use_tls(context, server_name);
 }
 
-void fleet::route_to(lock_engine& engine, status_reader& status) {
+void fleet::route_to(lock_engine& engine, status_reader& status, lock_operator& operations) {
   engine_ = &engine;
   status_ = &status;
+  operations_ = &operations;
 }
+
+namespace {
+bool for_operations(const request_tag& tag) {
+  return tag.kind == request_kind::break_hold || tag.kind == request_kind::list_step;
+}
+} // namespace
 
 void fleet::start() {
   for (auto& link : links_)
@@ -42,6 +50,7 @@ void fleet::stop() {
     wake->stop();
   engine_timer_.cancel();
   status_timer_.cancel();
+  operations_timer_.cancel();
 }
 
 std::size_t fleet::usable_count() const {
@@ -69,6 +78,14 @@ void fleet::arm_status_timer(clock_type::time_point when) {
   });
 }
 
+void fleet::arm_operations_timer(clock_type::time_point when) {
+  operations_timer_.expires_at(when);
+  operations_timer_.async_wait([this](const error_code_t& ec) {
+    if (!ec)
+      operations_->on_timer();
+  });
+}
+
 void fleet::on_connected(std::size_t node, const master_facts& facts) {
   lock_engine::node_facts engine_facts;
   engine_facts.fence = facts.fence;
@@ -87,6 +104,8 @@ void fleet::on_reply(std::size_t node, const request_tag& tag, const redisReply&
   const script_reply decoded = decode_script_reply(tag.kind, reply);
   if (tag.kind == request_kind::status)
     status_->on_reply(node, tag, decoded);
+  else if (for_operations(tag))
+    operations_->on_reply(node, tag, decoded);
   else
     engine_->on_reply(node, tag, decoded);
 }
@@ -94,6 +113,8 @@ void fleet::on_reply(std::size_t node, const request_tag& tag, const redisReply&
 void fleet::on_failure(std::size_t node, const request_tag& tag) {
   if (tag.kind == request_kind::status)
     status_->on_failure(node, tag);
+  else if (for_operations(tag))
+    operations_->on_failure(node, tag);
   else
     engine_->on_failure(node, tag);
 }

@@ -57,6 +57,8 @@ void supervisor::reload_config() {
     const bool secret_changed = cfg.client_secret != fresh.client_secret;
     cfg.client_secret_file = fresh.client_secret_file;
     cfg.client_secret = fresh.client_secret;
+    cfg.admin_secret_file = fresh.admin_secret_file;
+    cfg.admin_secret = fresh.admin_secret;
     cfg.redis_username = fresh.redis_username;
     cfg.redis_password_file = fresh.redis_password_file;
     cfg.redis_password = fresh.redis_password;

@@ -34,6 +34,16 @@ std::string read_secret_env(const secret_sources& sources, const char* name) {
   return secret;
 }
 
+// A secret that travels as the one argument of "AUTH <secret>" on one request line.
+void check_auth_secret(const config& cfg, const std::string& secret, const char* where) {
+  if (secret.empty())
+    return;
+  if (!std::all_of(secret.begin(), secret.end(), [](char c) { return c >= 0x21 && c <= 0x7e; }))
+    fail(where, "the secret must be printable ASCII without spaces or line breaks");
+  if (secret.size() + 5 > cfg.max_line_bytes)
+    fail(where, "the secret is longer than an AUTH line may be (max_line_bytes - 5)");
+}
+
 } // namespace
 
 bool constant_time_equals(std::string_view candidate, std::string_view secret) {
@@ -63,15 +73,13 @@ void resolve_secrets(config& cfg, const secret_sources& sources) {
   cfg.client_secret = cfg.client_secret_file.empty()
                           ? read_secret_env(sources, client_secret_env)
                           : read_secret_file(sources, "client_secret_file", cfg.client_secret_file);
-  if (!cfg.client_secret.empty()) {
-    // It must travel as the one argument of "AUTH <secret>" on one request line.
-    const char* where = cfg.client_secret_file.empty() ? client_secret_env : "client_secret_file";
-    if (!std::all_of(cfg.client_secret.begin(), cfg.client_secret.end(),
-                     [](char c) { return c >= 0x21 && c <= 0x7e; }))
-      fail(where, "the secret must be printable ASCII without spaces or line breaks");
-    if (cfg.client_secret.size() + 5 > cfg.max_line_bytes)
-      fail(where, "the secret is longer than an AUTH line may be (max_line_bytes - 5)");
-  }
+  check_auth_secret(cfg, cfg.client_secret,
+                    cfg.client_secret_file.empty() ? client_secret_env : "client_secret_file");
+  cfg.admin_secret = cfg.admin_secret_file.empty()
+                         ? read_secret_env(sources, admin_secret_env)
+                         : read_secret_file(sources, "admin_secret_file", cfg.admin_secret_file);
+  check_auth_secret(cfg, cfg.admin_secret,
+                    cfg.admin_secret_file.empty() ? admin_secret_env : "admin_secret_file");
   cfg.redis_password =
       cfg.redis_password_file.empty()
           ? read_secret_env(sources, redis_password_env)
@@ -89,9 +97,14 @@ bool connection_auth::allows(const request& req) const {
 
 connection_auth::outcome connection_auth::attempt(std::string_view candidate,
                                                   std::string_view secret,
+                                                  std::string_view admin_secret,
                                                   std::uint32_t max_failures) {
-  if (secret.empty() || constant_time_equals(candidate, secret)) {
+  // Both comparisons always run, so the time taken does not tell which secret matched.
+  const bool admin = !admin_secret.empty() && constant_time_equals(candidate, admin_secret);
+  const bool client = secret.empty() || constant_time_equals(candidate, secret);
+  if (admin || client) {
     authenticated_ = true;
+    admin_ = admin_ || admin;
     return outcome::accepted;
   }
   // A refused attempt does not undo an earlier success (as in Redis), but it counts.

@@ -59,6 +59,7 @@ constexpr integer_key integer_keys[] = {
     {"max_ttl_ms", &config::max_ttl_ms, 1, 86'400'000},
     {"max_line_bytes", &config::max_line_bytes, 64, 1'048'576},
     {"lock_delay_ms", &config::lock_delay_ms, 0, 3'600'000},
+    {"max_hold_ms", &config::max_hold_ms, 0, 86'400'000'000},
     {"max_connections", &config::max_connections, 1, 1'000'000},
     {"max_keep_locks_per_connection", &config::max_keep_locks_per_connection, 0, 1'000'000},
     {"max_waiters_per_resource", &config::max_waiters_per_resource, 0, 1'000'000},
@@ -139,6 +140,7 @@ constexpr string_key string_keys[] = {
     {"log_file", &config::log_file, nullptr},
     {"log_level", &config::log_level, check_log_level},
     {"client_secret_file", &config::client_secret_file, nullptr},
+    {"admin_secret_file", &config::admin_secret_file, nullptr},
     {"redis_username", &config::redis_username, check_token},
     {"redis_password_file", &config::redis_password_file, nullptr},
 };

@@ -18,8 +18,15 @@ commands:
   lock RESOURCE --ttl DUR [--wait DUR]   take a lock; prints "<owner> <fence> <validity_ms>"
   unlock RESOURCE OWNER                  release it
   extend RESOURCE OWNER --ttl DUR        extend it; prints the new validity_ms
-  status RESOURCE                        "held <ms left>" or "free", read from a majority of
-                                         the masters (never the owner)
+  status RESOURCE                        "held <ms left>" (and "label=<label>" when the hold has
+                                         one) or "free", read from a majority of the masters
+                                         (never the owner)
+  list [PREFIX] [--count N]              the resources held on a majority of the masters (by
+                                         any daemon), one per line: resource, kind, ms left,
+                                         labels; at most N (default 100, at most 1000)
+  break RESOURCE                         end every hold of RESOURCE whatever its owner (needs
+                                         the admin secret: --admin-secret-file or
+                                         $REDLOCKD_ADMIN_SECRET)
   info                                   the daemon's state
   ping                                   check that the daemon answers
   run RESOURCE [--ttl DUR] [--wait DUR] [--kill-after DUR] [--conflict-exit-code N]
@@ -34,6 +41,10 @@ Options go anywhere before a "--", as --name VALUE or --name=VALUE, each at most
   --secret-file PATH  send AUTH with the secret in PATH (without its trailing newline) right
                     after connecting (default: $REDLOCKD_CLIENT_SECRET when set, else no AUTH;
                     the old name $REDLOCKD_SECRET still works but is deprecated)
+  --admin-secret-file PATH
+                    break: AUTH with the admin secret in PATH instead (default:
+                    $REDLOCKD_ADMIN_SECRET)
+  --count N         list: at most N resources
   --tls             connect over TLS (default: on when $REDLOCKD_TLS is 1); the daemon's
                     certificate is verified against --cacert and the host of --addr
   --cacert FILE     CA bundle that signs the daemon's certificate (default: $REDLOCKD_CACERT,
@@ -64,10 +75,11 @@ group is stopped the same way, then the lock is released. If redlockctl itself i
 command gets SIGKILL.
 
 exit codes:
-  0    ok (status: held or free)
+  0    ok (status: held or free; list: whatever it lists)
   1    busy: the lock is held by someone else (BUSY, also after --wait ran out)
   2    no quorum: too few Redis masters reachable (NOQUORUM)
-  3    not held (NOTHELD: UNLOCK or EXTEND with an owner that does not hold the lock)
+  3    not held (NOTHELD: UNLOCK or EXTEND with an owner that does not hold the lock, BREAK
+       of a resource nobody holds)
   4    the daemon refused the request (ERR ..., printed to stderr)
   5    cannot reach any daemon, connection lost, or no reply within the timeout
   6    authentication failed: AUTH refused (ERR AUTH_FAILED), or the daemon wants a secret and
@@ -84,6 +96,7 @@ namespace {
 struct command_spec {
   const char* name;
   std::vector<const char*> positionals;
+  std::size_t required = positionals.size(); // the ones after these may be left out
 };
 
 const std::vector<command_spec> command_specs = {
@@ -91,6 +104,8 @@ const std::vector<command_spec> command_specs = {
     {"unlock", {"RESOURCE", "OWNER"}},
     {"extend", {"RESOURCE", "OWNER"}},
     {"status", {"RESOURCE"}},
+    {"list", {"PREFIX"}, 0},
+    {"break", {"RESOURCE"}},
     {"info", {}},
     {"ping", {}},
     {"run", {"RESOURCE"}},
@@ -121,6 +136,7 @@ struct cli_grammar {
   bool help = false;
   bool version = false;
   std::string conflict_exit_code;    // checked by check_options_fit
+  std::string count;                 // likewise
   std::vector<CLI::Option*> options; // every option, each allowed at most once
   // Per entry of command_specs: its subcommand and the values of its positionals.
   std::vector<std::pair<CLI::App*, std::vector<std::string>>> commands;
@@ -140,6 +156,8 @@ cli_grammar::cli_grammar(command_line& line) {
       single(app.add_option("--addr", line.addr)),
       single(app.add_option("--timeout", line.timeout)),
       single(app.add_option("--secret-file", line.secret_file)),
+      single(app.add_option("--admin-secret-file", line.admin_secret_file)),
+      single(app.add_option("--count", count)),
       single(app.add_flag("--tls", line.tls)),
       single(app.add_option("--cacert", line.cacert)),
       single(app.add_option("--cert", line.cert)),
@@ -184,7 +202,8 @@ void take_command(const cli_grammar& grammar, command_line& line) {
   std::vector<std::string> extras = grammar.app.remaining();
   if (index == commands.size()) {
     if (extras.empty())
-      throw usage_error("no command (one of lock, unlock, extend, status, info, ping, run)");
+      throw usage_error(
+          "no command (one of lock, unlock, extend, status, list, break, info, ping, run)");
     if (extras.front().starts_with("-"))
       throw usage_error("unknown option " + extras.front());
     throw usage_error("unknown command '" + extras.front() + "'");
@@ -199,8 +218,11 @@ void take_command(const cli_grammar& grammar, command_line& line) {
     throw usage_error(line.command + ": unexpected argument '" + extras.front() + "'");
   const auto& names = command_specs[index].positionals;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (commands[index].first->count(names[i]) == 0)
+    if (commands[index].first->count(names[i]) == 0) {
+      if (i >= command_specs[index].required)
+        break;
       throw usage_error(line.command + ": " + names[i] + " is missing");
+    }
     line.positional.push_back(commands[index].second[i]);
   }
 }
@@ -220,7 +242,17 @@ void refuse_unless_for(const CLI::App& app, const command_line& line, const char
 
 // Options that only some commands take, and what each command needs besides its positionals.
 void check_options_fit(const CLI::App& app, command_line& line, bool has_dashes,
-                       const std::string& conflict_exit_code) {
+                       const std::string& conflict_exit_code, const std::string& count) {
+  refuse_unless_for(app, line, "--count", {"list"});
+  refuse_unless_for(app, line, "--admin-secret-file", {"break"});
+  if (app.count("--count") > 0) {
+    unsigned value = 0;
+    const char* end = count.data() + count.size();
+    const auto [stop, ec] = std::from_chars(count.data(), end, value);
+    if (ec != std::errc{} || stop != end || value == 0)
+      throw usage_error("--count: '" + count + "' is not a count (1 or more)");
+    line.count = value;
+  }
   refuse_unless_for(app, line, "--ttl", {"lock", "extend", "run"});
   refuse_unless_for(app, line, "--wait", {"lock", "run"});
   refuse_unless_for(app, line, "--kill-after", {"run"});
@@ -266,7 +298,7 @@ command_line parse_command_line(const std::vector<std::string>& args) {
   if (grammar.version)
     throw version_requested{};
   take_command(grammar, line);
-  check_options_fit(grammar.app, line, has_dashes, grammar.conflict_exit_code);
+  check_options_fit(grammar.app, line, has_dashes, grammar.conflict_exit_code, grammar.count);
   return line;
 }
 

@@ -33,36 +33,20 @@ std::string env_or(const char* name, const std::string& fallback = {}) {
   return value != nullptr ? value : fallback;
 }
 
-// The secret for AUTH: --secret-file wins over $REDLOCKD_CLIENT_SECRET (the daemon's name),
-// which wins over the deprecated $REDLOCKD_SECRET; "" when none is given.
-std::string client_secret(const std::string& secret_file) {
-  std::string secret;
-  std::string where;
-  const char* current = std::getenv("REDLOCKD_CLIENT_SECRET");
-  const char* deprecated = std::getenv("REDLOCKD_SECRET");
-  if (!secret_file.empty()) {
-    std::ifstream in(secret_file, std::ios::binary);
-    std::ostringstream text;
-    if (in)
-      text << in.rdbuf();
-    if (!in || in.bad())
-      throw usage_error("--secret-file: cannot read '" + secret_file + "'");
-    secret = text.str();
-    where = "--secret-file";
-  } else if (current != nullptr) {
-    secret = current;
-    where = "REDLOCKD_CLIENT_SECRET";
-    if (deprecated != nullptr)
-      std::cerr << "redlockctl: REDLOCKD_SECRET is deprecated and ignored: "
-                   "REDLOCKD_CLIENT_SECRET is set\n";
-  } else if (deprecated != nullptr) {
-    secret = deprecated;
-    where = "REDLOCKD_SECRET";
-    std::cerr << "redlockctl: REDLOCKD_SECRET is deprecated; set REDLOCKD_CLIENT_SECRET, the "
-                 "name the daemon reads too\n";
-  } else {
-    return {};
-  }
+// A secret file's content; `option` names it in the usage_error when it cannot be read.
+std::string read_secret_file(const std::string& path, const std::string& option) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in)
+    text << in.rdbuf();
+  if (!in || in.bad())
+    throw usage_error(option + ": cannot read '" + path + "'");
+  return text.str();
+}
+
+// `secret` without its trailing newline; empty, or what would split the AUTH line, is a
+// usage_error naming `where` it came from.
+std::string checked_secret(std::string secret, const std::string& where) {
   if (secret.ends_with('\n'))
     secret.pop_back();
   if (secret.ends_with('\r'))
@@ -73,6 +57,39 @@ std::string client_secret(const std::string& secret_file) {
   if (std::any_of(secret.begin(), secret.end(), [](char c) { return c < 0x21 || c > 0x7e; }))
     throw usage_error(where + ": the secret must be printable ASCII without spaces");
   return secret;
+}
+
+// The secret for AUTH: --secret-file wins over $REDLOCKD_CLIENT_SECRET (the daemon's name),
+// which wins over the deprecated $REDLOCKD_SECRET; "" when none is given.
+std::string client_secret(const std::string& secret_file) {
+  const char* current = std::getenv("REDLOCKD_CLIENT_SECRET");
+  const char* deprecated = std::getenv("REDLOCKD_SECRET");
+  if (!secret_file.empty())
+    return checked_secret(read_secret_file(secret_file, "--secret-file"), "--secret-file");
+  if (current != nullptr) {
+    if (deprecated != nullptr)
+      std::cerr << "redlockctl: REDLOCKD_SECRET is deprecated and ignored: "
+                   "REDLOCKD_CLIENT_SECRET is set\n";
+    return checked_secret(current, "REDLOCKD_CLIENT_SECRET");
+  }
+  if (deprecated != nullptr) {
+    std::cerr << "redlockctl: REDLOCKD_SECRET is deprecated; set REDLOCKD_CLIENT_SECRET, the "
+                 "name the daemon reads too\n";
+    return checked_secret(deprecated, "REDLOCKD_SECRET");
+  }
+  return {};
+}
+
+// break's secret: --admin-secret-file wins over $REDLOCKD_ADMIN_SECRET (the daemon's name); one
+// of them is required. It authenticates as a client too.
+std::string admin_secret(const std::string& secret_file) {
+  if (!secret_file.empty())
+    return checked_secret(read_secret_file(secret_file, "--admin-secret-file"),
+                          "--admin-secret-file");
+  if (const char* from_env = std::getenv("REDLOCKD_ADMIN_SECRET"))
+    return checked_secret(from_env, "REDLOCKD_ADMIN_SECRET");
+  throw usage_error("break: give the admin secret with --admin-secret-file or "
+                    "REDLOCKD_ADMIN_SECRET");
 }
 
 // Sends AUTH first on a fresh connection; throws auth_refused when the daemon says no.
@@ -206,6 +223,16 @@ daemon_request request_for(const command_line& line) {
                  ms(duration_of("--ttl", line.ttl)));
   if (command == "status")
     return plain("STATUS " + positional[0]);
+  if (command == "list") {
+    std::string request = "LIST";
+    if (!positional.empty())
+      request += " " + positional[0];
+    if (line.count != 0)
+      request += " COUNT " + std::to_string(line.count);
+    return plain(request);
+  }
+  if (command == "break")
+    return plain("BREAK " + positional[0]);
   if (command == "info")
     return plain("INFO");
   return plain("PING");
@@ -214,7 +241,8 @@ daemon_request request_for(const command_line& line) {
 // One request (LOCK ... WAIT: as many as the wait takes), its reply printed; then QUIT.
 int send_command(const command_line& line, const connection_settings& settings) {
   const daemon_request request = request_for(line);
-  const std::string secret = client_secret(line.secret_file);
+  const std::string secret = line.command == "break" ? admin_secret(line.admin_secret_file)
+                                                     : client_secret(line.secret_file);
   try {
     const auto connection = connect_any(settings.addresses, settings.timeout, settings.tls, secret);
     const std::string reply = request.wait

@@ -29,6 +29,11 @@ nlohmann::json number(const std::string& word) {
     throw connection_error("unexpected reply field '" + word + "'");
   return std::stoull(word);
 }
+
+// A JSON value as text: a string without its quotes, anything else as JSON.
+std::string text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
 } // namespace
 
 bool is_success_reply(const std::string& reply) {
@@ -41,9 +46,6 @@ void print_info(std::ostream& out, const std::string& json_text) {
     out << json_text << "\n";
     return;
   }
-  auto text = [](const nlohmann::json& value) {
-    return value.is_string() ? value.get<std::string>() : value.dump();
-  };
   auto line = [&](std::initializer_list<std::pair<const char*, const char*>> fields) {
     std::string joined;
     for (const auto& [key, label] : fields)
@@ -85,6 +87,27 @@ void print_info(std::ostream& out, const std::string& json_text) {
   }
 }
 
+void print_listing(std::ostream& out, const std::string& json_text, bool json) {
+  const auto listing = nlohmann::json::parse(json_text, nullptr, false);
+  if (listing.is_discarded() || !listing.is_object() || !listing.contains("locks") ||
+      !listing["locks"].is_array())
+    throw connection_error("unexpected reply to LIST: OK " + json_text);
+  if (json) {
+    out << json_text << "\n"; // the daemon's own JSON, one line
+    return;
+  }
+  for (const auto& lock : listing["locks"]) {
+    out << text(lock.value("resource", nlohmann::json())) << " "
+        << text(lock.value("kind", nlohmann::json())) << " "
+        << text(lock.value("ttl_ms", nlohmann::json())) << "ms";
+    for (const auto& label : lock.value("labels", nlohmann::json::array()))
+      out << " " << text(label);
+    out << "\n";
+  }
+  if (listing.value("truncated", false))
+    out << "(more not shown: give a prefix or a larger --count)\n";
+}
+
 void print_reply(std::ostream& out, const std::string& command, const std::string& resource,
                  const std::string& reply, bool json) {
   const std::string body = reply.starts_with("OK ") ? reply.substr(3) : "";
@@ -98,16 +121,25 @@ void print_reply(std::ostream& out, const std::string& command, const std::strin
   if (command == "status") {
     const auto words = words_of(body);
     const bool held = !words.empty() && words[0] == "HELD";
-    if (words.empty() || (held ? words.size() != 2 : words.size() != 1 || words[0] != "FREE"))
+    // HELD <ms> [label=<label>]
+    const bool labelled = held && words.size() == 3 && words[2].starts_with("label=");
+    if (words.empty() ||
+        (held ? words.size() != 2 && !labelled : words.size() != 1 || words[0] != "FREE"))
       throw connection_error("unexpected reply to STATUS: " + reply);
     if (json) {
       nlohmann::json object = {{"resource", resource}, {"state", held ? "held" : "free"}};
       if (held)
         object["pttl_ms"] = number(words[1]);
+      if (labelled)
+        object["label"] = words[2].substr(6);
       out << object.dump() << "\n";
     } else {
-      out << (held ? "held " + words[1] : "free") << "\n";
+      out << (held ? "held " + words[1] : "free") << (labelled ? " " + words[2] : "") << "\n";
     }
+    return;
+  }
+  if (command == "list") {
+    print_listing(out, body, json);
     return;
   }
   if (json && command == "lock") {
@@ -133,16 +165,25 @@ void print_reply(std::ostream& out, const std::string& command, const std::strin
     out << nlohmann::json{{"resource", resource}, {"released", true}}.dump() << "\n";
     return;
   }
+  if (json && command == "break") {
+    out << nlohmann::json{{"resource", resource}, {"broken", true}}.dump() << "\n";
+    return;
+  }
   if (json && command == "ping") {
     out << nlohmann::json{{"reply", reply}}.dump() << "\n";
     return;
   }
-  if (command != "unlock")
+  if (command != "unlock" && command != "break")
     out << (reply.starts_with("OK ") ? body : reply) << "\n";
 }
 
 int report_failure(std::ostream& err, const std::string& reply) {
   err << "redlockctl: " << reply << "\n";
+  if (reply.starts_with("ERR NOAUTH") && reply.find("admin secret") != std::string::npos) {
+    err << "redlockctl: give the admin secret with --admin-secret-file or "
+           "REDLOCKD_ADMIN_SECRET\n";
+    return exit_code::auth_failed;
+  }
   if (reply.starts_with("ERR NOAUTH")) {
     err << "redlockctl: the daemon wants a secret: give --secret-file or set "
            "REDLOCKD_CLIENT_SECRET\n";

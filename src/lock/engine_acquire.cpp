@@ -123,7 +123,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     grant.keep_generation = keeps_.at(grant.keep_index).generation;
   } else {
     leases_.grant(op.key, {op.owner, expires, now_() + std::chrono::milliseconds(validity),
-                           op.watch.granted, op.lock.fence.proposed()});
+                           op.watch.granted, op.lock.fence.proposed(), op.lock.label});
   }
   op.watch.drain = true; // grants that come after the reply belong to the lock too
   finish_grant(slot, std::move(grant));
@@ -264,12 +264,17 @@ std::chrono::milliseconds lock_engine::jitter(std::uint64_t up_to_ms) {
 
 std::uint32_t lock_engine::start_keep(std::uint32_t slot, std::int64_t validity) {
   operation& op = slots_[slot];
+  const clock_type::time_point now = now_();
+  const clock_type::time_point hold_until =
+      op.lock.max_hold_ms == 0 ? clock_type::time_point::max()
+                               : now + std::chrono::milliseconds(op.lock.max_hold_ms);
   const std::uint32_t index =
-      keeps_.add(op.key, op.owner, op.ttl_ms, now_() + std::chrono::milliseconds(validity),
-                 op.watch.granted, op.lock.fence.proposed(), op.sink, op.seq);
+      keeps_.add(op.key, op.owner, op.ttl_ms, now + std::chrono::milliseconds(validity),
+                 op.watch.granted, op.lock.fence.proposed(), op.sink, op.seq, hold_until);
+  keeps_.at(index).label = op.lock.label;
   op.lock.keep_started = true; // the count now belongs to the KEEP lock
-  add_deadline(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), index, keeps_.at(index).generation,
-               timer_kind::renew);
+  add_deadline(std::min(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), hold_until), index,
+               keeps_.at(index).generation, timer_kind::renew);
   return index;
 }
 
@@ -277,6 +282,10 @@ void lock_engine::renew(std::uint32_t index) {
   keep_lock& k = keeps_.at(index);
   if (!k.active || k.renewing)
     return;
+  if (now_() >= k.hold_until) {
+    lose(index, "held for its MAXHOLD (or max_hold_ms), not renewed");
+    return;
+  }
   k.renewing = true;
   const std::uint32_t slot = allocate(op_kind::renew, nullptr, 0);
   operation& op = slots_[slot];
@@ -307,22 +316,24 @@ void lock_engine::decide_renewal(std::uint32_t slot) {
     ++counters_.renewed;
     k->valid_until = now + std::chrono::milliseconds(validity);
     k->granted = op.tally.yes_mask(); // where the key now lives to the new TTL
-    add_deadline(step.next, op.keep_index, k->generation, timer_kind::renew);
+    add_deadline(std::min(step.next, k->hold_until), op.keep_index, k->generation,
+                 timer_kind::renew);
     break;
   case renewal_step::kind::retry:
-    add_deadline(step.next, op.keep_index, k->generation, timer_kind::renew);
+    add_deadline(std::min(step.next, k->hold_until), op.keep_index, k->generation,
+                 timer_kind::renew);
     break;
   case renewal_step::kind::lost:
-    lose(op.keep_index);
+    lose(op.keep_index, "no quorum renewed it in time");
     break;
   }
   finish(slot, {});
 }
 
-void lock_engine::lose(std::uint32_t index) {
+void lock_engine::lose(std::uint32_t index, std::string_view why) {
   keep_lock& k = keeps_.at(index);
   ++counters_.lost;
-  log_->warn("KEEP lock on '{}' lost: no quorum renewed it in time", k.key);
+  log_->warn("KEEP lock on '{}' lost: {}", k.key, why);
   if (k.sink)
     k.sink->push(format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
                  k.seq);
@@ -335,6 +346,16 @@ void lock_engine::end_keep(std::uint32_t index) {
   cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms), released::lock,
                        expecting(k.granted, k.valid_until));
   keeps_.drop(index);
+  leases_.delay(key);
+  lock_released(key, leases_.delayed_until(key).value_or(now_()));
+}
+
+void lock_engine::on_broken(const std::string& key) {
+  if (const auto index = keeps_.index_of(key)) {
+    lose(*index, "ended by BREAK"); // lock-delayed and its head waiter woken by end_keep
+    return;
+  }
+  leases_.forget(key);
   leases_.delay(key);
   lock_released(key, leases_.delayed_until(key).value_or(now_()));
 }

@@ -14,11 +14,11 @@ std::vector<held_lock> lock_engine::held_locks() const {
   std::vector<held_lock> out;
   leases_.for_each([&](const std::string& key, const lease& held) {
     if (held.valid_until > now)
-      out.push_back({resource(key), "exclusive", "", false, held.fence, held.valid_until});
+      out.push_back({resource(key), "exclusive", held.label, false, held.fence, held.valid_until});
   });
   keeps_.for_each([&](const keep_lock& k) {
     if (k.valid_until > now)
-      out.push_back({resource(k.key), "exclusive", "", true, k.fence, k.valid_until});
+      out.push_back({resource(k.key), "exclusive", k.label, true, k.fence, k.valid_until});
   });
   std::sort(out.begin(), out.end(),
             [](const held_lock& a, const held_lock& b) { return a.resource < b.resource; });

@@ -23,7 +23,7 @@ void keep_locks::unreserve(const reply_sink* client) {
 std::uint32_t keep_locks::add(const std::string& key, const owner_id& owner, std::uint64_t ttl_ms,
                               clock_type::time_point valid_until, std::uint32_t granted,
                               std::uint64_t fence, std::shared_ptr<reply_sink> sink,
-                              std::uint64_t seq) {
+                              std::uint64_t seq, clock_type::time_point hold_until) {
   // Entries are reused rather than freed: their strings keep their capacity.
   std::uint32_t index = 0;
   if (free_.empty()) {
@@ -37,6 +37,7 @@ std::uint32_t keep_locks::add(const std::string& key, const owner_id& owner, std
   k.active = true;
   k.renewing = false;
   k.key = key;
+  k.hold_until = hold_until;
   k.owner = owner;
   k.ttl_ms = ttl_ms;
   k.valid_until = valid_until;
@@ -68,6 +69,11 @@ std::optional<std::uint32_t> keep_locks::index_of(const std::string& key,
   if (it == by_key_.end() || locks_[it->second].owner != owner)
     return std::nullopt;
   return it->second;
+}
+
+std::optional<std::uint32_t> keep_locks::index_of(const std::string& key) const {
+  const auto it = by_key_.find(key);
+  return it == by_key_.end() ? std::nullopt : std::optional(it->second);
 }
 
 keep_lock* keep_locks::live(std::uint32_t index, std::uint32_t generation) {

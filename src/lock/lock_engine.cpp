@@ -34,6 +34,8 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
   operation& op = slots_[slot];
   op.key.assign(cfg_.key_prefix).append(req.resource);
   op.ttl_ms = req.ttl_ms;
+  op.lock.label.assign(req.label.value_or(std::string_view()));
+  op.lock.max_hold_ms = hold_limit(req.max_hold_ms, cfg_.max_hold_ms);
   if (req.keep) {
     // Counted from the request on; finish() gives it back if no KEEP lock comes of it.
     if (!keeps_.reserve(op.sink.get(), cfg_.max_keep_locks_per_connection)) {
@@ -228,6 +230,8 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.lock.retry_ms = 0;
   op.lock.queued = op.lock.keep = op.lock.keep_started = op.lock.woken = false;
   op.lock.retry_stamp = op.lock.ticket = 0;
+  op.lock.label.clear();
+  op.lock.max_hold_ms = 0;
   op.handing = {};
   op.watch = {};
   op.t0 = now_();
@@ -313,13 +317,15 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   command_.clear();
   const std::string_view owner = view(op.owner);
   switch (kind) {
-  case request_kind::acquire:
+  case request_kind::acquire: {
+    const std::string_view value = hold_value(value_, owner, op.lock.label);
     if (op.lock.queued) // a refusal marks that this daemon waits: the release will wake it
-      append_acquire_wait(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed(),
+      append_acquire_wait(command_, by, op.key, keys_, value, op.ttl_ms, op.lock.fence.proposed(),
                           mark_of(op));
     else
-      append_acquire(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed());
+      append_acquire(command_, by, op.key, keys_, value, op.ttl_ms, op.lock.fence.proposed());
     break;
+  }
   case request_kind::release:
     append_release(command_, by, op.key, owner, keys_, wait_marker(marker_, keys_, op.key),
                    daemon_id_, true, mark_slack_ms_);
@@ -332,7 +338,8 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
     break;
   case request_kind::hand_over: { // op is the UNLOCK
     const operation& waiter = slots_[op.handing.waiter_slot];
-    append_hand_over(command_, by, op.key, keys_, view(waiter.owner), waiter.ttl_ms,
+    append_hand_over(command_, by, op.key, keys_,
+                     hold_value(value_, view(waiter.owner), waiter.lock.label), waiter.ttl_ms,
                      waiter.lock.fence.proposed(), mark_of(waiter), owner);
     break;
   }

@@ -43,6 +43,24 @@ status_verdict decide_status(std::span<const std::optional<std::int64_t>> answer
   return verdict;
 }
 
+std::string_view status_label(std::span<const std::optional<std::int64_t>> answers,
+                              std::span<const std::string> labels) {
+  std::string_view best;
+  std::size_t best_count = 0;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    if (!answers[i] || *answers[i] == -2 || labels[i].empty())
+      continue;
+    std::size_t count = 0;
+    for (std::size_t j = 0; j < answers.size(); ++j)
+      count += answers[j] && *answers[j] != -2 && labels[j] == labels[i] ? 1 : 0;
+    if (count > best_count || (count == best_count && labels[i] < best)) {
+      best = labels[i];
+      best_count = count;
+    }
+  }
+  return best;
+}
+
 status_reader::status_reader(const config& cfg, node_io& io, eligible_function eligible,
                              arm_function arm, std::shared_ptr<spdlog::logger> log,
                              now_function now)
@@ -63,6 +81,8 @@ void status_reader::query(const status_request& req, std::shared_ptr<reply_sink>
   q.active = true;
   q.started = now_();
   q.answers.fill(std::nullopt);
+  for (std::string& label : q.labels)
+    label.clear();
   q.waiting = 0;
   q.sink = std::move(sink);
   q.seq = seq;
@@ -70,7 +90,8 @@ void status_reader::query(const status_request& req, std::shared_ptr<reply_sink>
   std::string key = cfg_.key_prefix;
   key.append(req.resource);
   command_.clear();
-  append_command(command_, {"PTTL", key});
+  // By source: STATUS must not be lost to a NOSCRIPT (Redis keeps the script cached anyway).
+  append_status_read(command_, script_by::source, key);
   const std::size_t nodes = cfg_.nodes.size();
   std::vector<std::size_t> asked;
   for (std::size_t node = 0; node < nodes; ++node)
@@ -91,18 +112,20 @@ void status_reader::query(const status_request& req, std::shared_ptr<reply_sink>
 
 void status_reader::on_reply(std::size_t node, const request_tag& tag, const script_reply& reply) {
   std::optional<std::int64_t> pttl;
+  std::string_view label;
   if (const auto* error = std::get_if<error_reply>(&reply)) {
     const bool first = (warned_ & (std::uint32_t{1} << node)) == 0;
     warned_ |= std::uint32_t{1} << node;
     log_->log(first ? spdlog::level::warn : spdlog::level::debug,
-              "node {} answered PTTL (for STATUS) with an error: {}", cfg_.nodes[node].to_string(),
+              "node {} answered STATUS's read with an error: {}", cfg_.nodes[node].to_string(),
               error->text);
   } else if (const auto* answer = std::get_if<pttl_reply>(&reply)) {
     pttl = answer->ms;
+    label = answer->label;
   }
   if (tag.op < slots_.size() && slots_[tag.op].active &&
       slots_[tag.op].generation == tag.generation)
-    answer_one(tag.op, node, pttl);
+    answer_one(tag.op, node, pttl, label);
 }
 
 void status_reader::on_failure(std::size_t node, const request_tag& tag) {
@@ -112,9 +135,10 @@ void status_reader::on_failure(std::size_t node, const request_tag& tag) {
 }
 
 void status_reader::answer_one(std::uint32_t slot, std::size_t node,
-                               std::optional<std::int64_t> pttl) {
+                               std::optional<std::int64_t> pttl, std::string_view label) {
   query_state& q = slots_[slot];
   q.answers[node] = pttl;
+  q.labels[node].assign(label);
   if (--q.waiting == 0)
     finish(slot);
 }
@@ -133,7 +157,11 @@ void status_reader::finish(std::uint32_t slot) {
     // as a LOCK's validity: a lower bound, never more.
     const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(now_() - q.started);
     const std::int64_t left = validity_ms(verdict.pttl_ms, elapsed, cfg_.clock_drift_factor);
-    line = format_status_held(static_cast<std::uint64_t>(std::max<std::int64_t>(0, left)));
+    const std::size_t nodes = cfg_.nodes.size();
+    line = format_status_held(
+        static_cast<std::uint64_t>(std::max<std::int64_t>(0, left)),
+        status_label(std::span<const std::optional<std::int64_t>>(q.answers.data(), nodes),
+                     std::span<const std::string>(q.labels.data(), nodes)));
     break;
   }
   case status_verdict::kind::noquorum:

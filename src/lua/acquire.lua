@@ -1,5 +1,6 @@
 -- acquire: LOCK's attempt on one master.
--- KEYS: lock key, fence key, max-TTL key. ARGV: owner, ttl ms, proposed token.
+-- KEYS: lock key, fence key, max-TTL key. ARGV: the value (owner, or owner ' ' label), ttl ms,
+-- proposed token.
 -- Granted: {1, previous counter, TIME}. Refused: {0, remaining TTL of the holder in ms, TIME}.
 -- TIME (seconds, microseconds) lets the daemon see a master's clock jump at every vote. A grant
 -- also raises the master's record of the longest TTL, in the same step: every master that holds

@@ -14,7 +14,8 @@
 local t = redis.call('time')
 local v = redis.call('get', KEYS[1])
 local r = -1
-if v == ARGV[8] then
+-- The owner is the value's first 40 bytes: a LABEL follows it (' ' and the label).
+if v and string.sub(v, 1, 40) == ARGV[8] then
   r = 1
 elseif v then
   r = 0

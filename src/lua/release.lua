@@ -9,8 +9,9 @@
 -- releasing daemon's own entry (its waiters learn of its releases without the masters), nothing
 -- is published; nor for an attempt that was never granted: waking anyone for it would only
 -- start more such attempts.
+-- The owner is the value's first 40 bytes: a LABEL follows it (' ' and the label).
 local v = redis.call('get', KEYS[1])
-if v ~= ARGV[1] then
+if not v or string.sub(v, 1, 40) ~= ARGV[1] then
   if v then return 0 end
   return -1
 end

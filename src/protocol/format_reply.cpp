@@ -96,8 +96,11 @@ std::string format_status_free() {
   return "OK FREE\n";
 }
 
-std::string format_status_held(std::uint64_t pttl_ms) {
-  return "OK HELD " + std::to_string(pttl_ms) + "\n";
+std::string format_status_held(std::uint64_t pttl_ms, std::string_view label) {
+  std::string line = "OK HELD " + std::to_string(pttl_ms);
+  if (!label.empty())
+    line.append(" label=").append(label);
+  return line + "\n";
 }
 
 } // namespace redlockd

@@ -92,6 +92,19 @@ register_reply decode_registers(const redisReply& reply) {
   return out;
 }
 
+list_step_reply decode_list_step(const redisReply& reply) {
+  list_step_reply out;
+  const std::size_t size = array_size(reply);
+  if (size == 0 || (size - 1) % 3 != 0)
+    return out;
+  for (std::size_t i = 1; i + 2 < size; i += 3)
+    out.holds.push_back({std::string(as_string(array_at(reply, i))),
+                         as_integer(array_at(reply, i + 1)).value_or(0),
+                         std::string(as_string(array_at(reply, i + 2)))});
+  out.cursor = as_string(array_at(reply, 0));
+  return out;
+}
+
 } // namespace
 
 void append_acquire(std::string& out, script_by by, std::string_view key, const register_keys& keys,
@@ -160,6 +173,23 @@ void append_register_read(std::string& out, const register_keys& keys) {
   append_command(out, {"MGET", keys.fence, keys.max_ttl});
 }
 
+void append_status_read(std::string& out, script_by by, std::string_view key) {
+  const auto [verb, body] = head(script::status_read, by);
+  append_command(out, {verb, body, "1", key});
+}
+
+void append_break(std::string& out, script_by by, std::string_view key, const register_keys& keys,
+                  std::string_view marker) {
+  const auto [verb, body] = head(script::break_hold, by);
+  append_command(out, {verb, body, "3", key, keys.fence, marker, keys.wake});
+}
+
+void append_list_step(std::string& out, script_by by, std::string_view cursor,
+                      std::string_view pattern, std::uint32_t count, const register_keys& keys) {
+  const auto [verb, body] = head(script::list_step, by);
+  append_command(out, {verb, body, "0", cursor, pattern, decimal(count).view(), keys.fence});
+}
+
 script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   if (is_error(reply))
     return error_reply{as_string(reply)};
@@ -169,6 +199,7 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   case request_kind::hand_over:
     return decode_hand_over(reply);
   case request_kind::release:
+  case request_kind::break_hold:
   case request_kind::cleanup:
   case request_kind::unmark:
     return release_reply{as_integer(reply)};
@@ -181,7 +212,11 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   case request_kind::seed:
     return seed_reply{};
   case request_kind::status:
-    return pttl_reply{as_integer(reply)};
+    if (array_size(reply) == 2)
+      return pttl_reply{as_integer(array_at(reply, 0)), std::string(as_string(array_at(reply, 1)))};
+    return pttl_reply{as_integer(reply), {}};
+  case request_kind::list_step:
+    return decode_list_step(reply);
   default:
     return error_reply{"unexpected reply"};
   }

@@ -19,7 +19,7 @@ constexpr std::array<std::string_view, script_count> sources = {
     lua_seed,           lua_hand_over,     lua_acquire_wait,   lua_shared_acquire,
     lua_shared_release, lua_shared_extend, lua_permit_acquire, lua_permit_release,
     lua_permit_extend,  lua_multi_acquire, lua_multi_release,  lua_multi_extend,
-    lua_unmark};
+    lua_unmark,         lua_break,         lua_list,           lua_status};
 
 std::string sha1_hex(std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];

@@ -219,10 +219,11 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
         } else if constexpr (std::is_same_v<type, auth_request>) {
           handle_auth(seq, req.secret);
         } else if constexpr (std::is_same_v<type, lock_request>) {
-          if (req.mode != lock_mode::exclusive || req.label || req.max_hold_ms) {
+          if (req.mode != lock_mode::exclusive) {
             // Parsed (protocol v1.1) but not served by the engine yet: answered as v1 did.
             deliver(seq, format_error(err_code::syntax,
-                                      "unknown LOCK option; expected WAIT <ms> or KEEP"));
+                                      "unknown LOCK option; expected WAIT <ms>, KEEP, LABEL "
+                                      "<label> or MAXHOLD <ms>"));
             return;
           }
           if (context_.shutting_down) {
@@ -246,8 +247,15 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
         } else if constexpr (std::is_same_v<type, quit_request>) {
           deliver(seq, format_ok());
           reading_done_ = true;
+        } else if constexpr (std::is_same_v<type, list_request>) {
+          if (context_.operations == nullptr)
+            deliver(seq, format_error(err_code::internal, "LIST is not available"));
+          else
+            context_.operations->list(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, break_request>) {
+          handle_break(seq, req);
         } else {
-          // MLOCK, MUNLOCK, MEXTEND, LIST, BREAK: parsed (protocol v1.1) but not served yet.
+          // MLOCK, MUNLOCK, MEXTEND: parsed (protocol v1.1) but not served yet.
           deliver(seq, format_error(err_code::unknown_command, "unknown command"));
         }
       },
@@ -362,10 +370,26 @@ void client_session::watch_partial_line(bool progressed) {
   });
 }
 
+void client_session::handle_break(std::uint64_t seq, const break_request& req) {
+  // Only a connection that sent AUTH with the admin secret; a client secret never grants it.
+  if (!auth_.admin() || context_.cfg.admin_secret.empty()) {
+    ++context_.errors;
+    context_.log->warn("client {} from {}: BREAK '{}' refused: not authenticated as admin", id_,
+                       peer_, req.resource);
+    deliver(seq, format_error(err_code::noauth, "BREAK needs AUTH with the admin secret"));
+    return;
+  }
+  if (context_.operations == nullptr) {
+    deliver(seq, format_error(err_code::internal, "BREAK is not available"));
+    return;
+  }
+  context_.operations->break_hold(req, peer_, shared_from_this(), seq);
+}
+
 void client_session::handle_auth(std::uint64_t seq, std::string_view candidate) {
-  // Compared with the secret configured now: SIGHUP may have replaced it since the accept.
-  const auto outcome =
-      auth_.attempt(candidate, context_.cfg.client_secret, context_.cfg.max_auth_failures);
+  // Compared with the secrets configured now: SIGHUP may have replaced them since the accept.
+  const auto outcome = auth_.attempt(candidate, context_.cfg.client_secret,
+                                     context_.cfg.admin_secret, context_.cfg.max_auth_failures);
   if (outcome == connection_auth::outcome::accepted) {
     auth_timer_.cancel();
     deliver(seq, format_ok());

@@ -300,15 +300,26 @@ TEST_CASE("the daemon authenticates to ACL masters, and again after a master res
   redis_fleet fleet(5, acl_args(admin, password), admin);
   temp_dir dir;
   write_file(dir.path() / "redis-password", password + "\n");
+  write_file(dir.path() / "admin-secret", "adm1n-secret\n");
   daemon_process daemon(fleet.addresses(),
                         {{"redis_username", "redlockd"},
                          {"redis_password_file", (dir.path() / "redis-password").string()},
+                         {"admin_secret_file", (dir.path() / "admin-secret").string()},
                          {"unsafe_disable_quarantine", true}});
   line_client client(daemon.port());
-  const auto grant = parse_lock_ok(client.request("LOCK acl-res 10000"));
+  const auto grant = parse_lock_ok(client.request("LOCK acl-res 10000 LABEL acl"));
   REQUIRE(grant);
-  CHECK(eventually([&] { return nodes_holding(fleet, "acl-res", grant->owner).size() == 5; }));
+  CHECK(eventually(
+      [&] { return nodes_holding(fleet, "acl-res", grant->owner + " acl").size() == 5; }));
+  // STATUS, LIST and BREAK's scripts use only what the ACL line allows.
+  CHECK(client.request("STATUS acl-res").ends_with(" label=acl"));
+  CHECK(client.request("LIST acl-").find("\"resource\":\"acl-res\"") != std::string::npos);
   CHECK(client.request("UNLOCK acl-res " + grant->owner) == "OK");
+  const auto broken = parse_lock_ok(client.request("LOCK acl-res 10000"));
+  REQUIRE(broken);
+  CHECK(client.request("AUTH adm1n-secret") == "OK");
+  CHECK(client.request("BREAK acl-res") == "OK");
+  CHECK(client.request("STATUS acl-res") == "OK FREE");
   // The daemon's connections run as the ACL user.
   CHECK(fleet.run(0, "CLIENT", "LIST").str.find("user=redlockd") != std::string::npos);
   // The ACL line of docs/security.md covers the wake channel too: every subscriber is up.

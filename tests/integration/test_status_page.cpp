@@ -27,7 +27,7 @@ struct status_scene : fleet_with_metrics {
   status_scene() : fleet_with_metrics(nlohmann::json{{"key_prefix", "app:"}}) {
     for (const std::string& resource : {std::string("orders:42"), markup_resource, long_resource})
       grants.emplace(resource, take(holder, "LOCK " + resource + " 120000"));
-    grants.emplace("jobs/nightly", take(keeper, "LOCK jobs/nightly 120000 KEEP"));
+    grants.emplace("jobs/nightly", take(keeper, "LOCK jobs/nightly 120000 KEEP LABEL cron@host7"));
     for (line_client* waiter : {&waiter_a, &waiter_b})
       waiter->send("LOCK orders:42 120000 WAIT 120000\n");
     REQUIRE(eventually([&] { return daemon.info().at("waiters") == 2; }));
@@ -88,7 +88,7 @@ TEST_CASE("/v1/status lists the masters, the valid locks granted here and the wa
     REQUIRE(scene.grants.count(resource) == 1); // without the key prefix
     CHECK(lock.at("fence") == scene.grants.at(resource).fence);
     CHECK(lock.at("kind") == "exclusive");
-    CHECK(lock.at("label") == "");
+    CHECK(lock.at("label") == (resource == "jobs/nightly" ? "cron@host7" : ""));
     CHECK(lock.at("keep") == (resource == "jobs/nightly"));
     CHECK(lock.at("valid_ms") > 0);
     CHECK(lock.at("valid_ms") <= 120000);
@@ -175,6 +175,8 @@ TEST_CASE("headless Chromium renders the status page with scripts off, wide and 
       const std::string left = row.at("Time left");
       CHECK((left.ends_with(" s") || left.ends_with(" ms"))); // e.g. "1 min 59 s"
       CHECK(row.at("KEEP") == (resource == "jobs/nightly" ? "yes" : "no"));
+      if (resource == "jobs/nightly")
+        CHECK(row.at("Label") == "cron@host7");
     }
     CHECK(page.at("markup_in_locks") == 0);
     REQUIRE(page.at("waiting").size() == 1);

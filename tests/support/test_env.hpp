@@ -190,9 +190,9 @@ inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_
 inline std::vector<std::string> acl_args(const std::string& admin, const std::string& password,
                                          bool wake_channel = true) {
   std::vector<std::string> args = {
-      "--requirepass", admin,   "--user", "redlockd", "on",          ">" + password, "~*",
-      "resetchannels", "-@all", "+get",   "+set",     "+del",        "+pexpire",     "+pttl",
-      "+time",         "+info", "+eval",  "+evalsha", "+script|load"};
+      "--requirepass", admin,   "--user", "redlockd", "on",           ">" + password, "~*",
+      "resetchannels", "-@all", "+get",   "+set",     "+del",         "+pexpire",     "+pttl",
+      "+time",         "+info", "+eval",  "+evalsha", "+script|load", "+scan"};
   if (wake_channel)
     args.insert(args.end(), {"&redlockd:fence:wake", "+publish", "+subscribe", "+ping"});
   return args;

@@ -1,6 +1,8 @@
 // The Node client against real redis-server masters and the real redlockd binary.
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import net from "node:net";
+import { once } from "node:events";
 import { after, before, describe, test } from "node:test";
 
 import {
@@ -75,6 +77,35 @@ describe("with one daemon", () => {
       RangeError,
     );
     (await c.acquire("node:using", { ttl: 1000 })).release();
+  });
+
+  test("list and the status label", async () => {
+    const c = cs.make([daemon.address]);
+    const lease = await c.acquire("node:list:a", { ttl: 10000 });
+    // A LABEL through the line protocol (the client does not send one yet).
+    const raw = net.createConnection({ host: "127.0.0.1", port: daemon.port });
+    raw.write("LOCK node:list:b 10000 LABEL tester:1\n");
+    const [granted] = await once(raw, "data");
+    assert.ok(granted.toString().startsWith("OK "));
+    const listing = await c.list("node:list:");
+    assert.deepEqual(
+      listing.locks.map((l) => [l.resource, l.kind, l.labels]),
+      [
+        ["node:list:a", "exclusive", []],
+        ["node:list:b", "exclusive", ["tester:1"]],
+      ],
+    );
+    assert.equal(listing.truncated, false);
+    assert.ok(listing.locks[1].remaining > 5000 && listing.locks[1].remaining <= 10000);
+    assert.ok(!JSON.stringify(listing).includes(lease.owner));
+    assert.equal((await c.status("node:list:b")).label, "tester:1");
+    assert.equal((await c.status("node:list:a")).label, undefined);
+    const first = await c.list("node:list:", { count: 1 });
+    assert.equal(first.locks.length, 1);
+    assert.equal(first.truncated, true);
+    await assert.rejects(c.list("node:list:", { count: 0 }), RangeError);
+    raw.destroy();
+    await lease.release();
   });
 
   test("status, hello, remaining, and disposal (await using) releases and closes", async () => {

@@ -17,6 +17,8 @@ from ._client import Client, Lease
 from ._protocol import (
     AuthError,
     ConnectionLost,
+    ListedLock,
+    Listing,
     LockBusy,
     NoQuorum,
     NotHeld,
@@ -33,6 +35,8 @@ __all__ = [
     "Client",
     "ConnectionLost",
     "Lease",
+    "ListedLock",
+    "Listing",
     "LockBusy",
     "NoQuorum",
     "NotHeld",

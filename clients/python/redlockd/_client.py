@@ -535,6 +535,13 @@ class Client:
         reply, _ = self._call(_Pending(proto.status_request(resource)))
         return proto.parse_status(reply, resource)
 
+    def list(self, prefix: str = "", count: Optional[int] = None) -> proto.Listing:
+        """LIST: the resources held on a majority of the masters (through any daemon) whose
+        names start with `prefix`, at most `count` (the daemon's default 100, at most 1000),
+        with their kind, time left and labels; never an owner."""
+        reply, _ = self._call(_Pending(proto.list_request(prefix, count)))
+        return proto.parse_listing(reply)
+
     def ping(self) -> None:
         reply, _ = self._call(_Pending("PING"))
         proto.parse_pong(reply)

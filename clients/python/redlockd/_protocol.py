@@ -5,11 +5,13 @@ one parser, used by both clients."""
 from __future__ import annotations
 
 import json
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 __all__ = [
     "AuthError",
     "ConnectionLost",
+    "ListedLock",
+    "Listing",
     "LockBusy",
     "NoQuorum",
     "NotHeld",
@@ -147,6 +149,23 @@ class Status(NamedTuple):
 
     held: bool  # a LOCK now would be refused
     remaining: float  # seconds at least before a LOCK could succeed (unless released); 0 if free
+    label: Optional[str] = None  # the holder's LABEL, if its LOCK gave one (never the owner)
+
+
+class ListedLock(NamedTuple):
+    """One resource LIST found held on a majority of the masters (never its owner)."""
+
+    resource: str
+    kind: str  # "exclusive"
+    remaining: float  # seconds at least, as Status.remaining
+    labels: List[str]
+
+
+class Listing(NamedTuple):
+    """LIST's answer: the locks, sorted by resource, and whether more were left out."""
+
+    locks: List[ListedLock]
+    truncated: bool
 
 
 def lock_request(resource: str, ttl: float, wait: Optional[float], keep: bool) -> str:
@@ -190,10 +209,34 @@ def parse_validity(reply: str, resource: str) -> float:
     return int(parts[1]) / 1000.0
 
 
+def list_request(prefix: str, count: Optional[int]) -> str:
+    line = "LIST"
+    if prefix:
+        line += f" {token(prefix, 'prefix')}"
+    if count is not None:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"count must be a positive int, not {count!r}")
+        line += f" COUNT {count}"
+    return line
+
+
+def parse_listing(reply: str) -> Listing:
+    if not reply.startswith("OK {"):
+        raise error_from_reply(reply)
+    body = json.loads(reply[3:])
+    locks = [
+        ListedLock(lock["resource"], lock["kind"], lock["ttl_ms"] / 1000.0, list(lock["labels"]))
+        for lock in body["locks"]
+    ]
+    return Listing(locks, bool(body["truncated"]))
+
+
 def parse_status(reply: str, resource: str) -> Status:
     parts = reply.split(" ")
     if parts[:2] == ["OK", "HELD"] and len(parts) == 3:
         return Status(True, int(parts[2]) / 1000.0)
+    if parts[:2] == ["OK", "HELD"] and len(parts) == 4 and parts[3].startswith("label="):
+        return Status(True, int(parts[2]) / 1000.0, parts[3][len("label="):])
     if parts == ["OK", "FREE"]:
         return Status(False, 0.0)
     raise error_from_reply(reply, resource)

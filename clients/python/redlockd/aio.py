@@ -363,6 +363,11 @@ class Client:
         reply, _ = await self._call(_Entry(proto.status_request(resource)))
         return proto.parse_status(reply, resource)
 
+    async def list(self, prefix: str = "", count: Optional[int] = None) -> proto.Listing:
+        """LIST, as redlockd.Client.list."""
+        reply, _ = await self._call(_Entry(proto.list_request(prefix, count)))
+        return proto.parse_listing(reply)
+
     async def ping(self) -> None:
         reply, _ = await self._call(_Entry("PING"))
         proto.parse_pong(reply)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import ssl
 import tempfile
 import threading
@@ -102,6 +103,30 @@ class LockTests(_FleetCase):
         self.assertRegex(c.hello(), r"^redlockd \S+ proto=1 nodes=5 quorum=3$")
         with self.assertRaises(ValueError):
             c.status("two words")
+
+    def test_list_and_status_label(self):
+        c = self.client()
+        lease = c.acquire("py:list:a", ttl=10.0)
+        # A LABEL through the line protocol (the client does not send one yet).
+        with socket.create_connection(("127.0.0.1", self.daemon.port), timeout=5) as raw:
+            raw.sendall(b"LOCK py:list:b 10000 LABEL tester:1\n")
+            self.assertTrue(raw.recv(200).startswith(b"OK "))
+            listing = c.list("py:list:")
+            self.assertEqual([lock.resource for lock in listing.locks], ["py:list:a", "py:list:b"])
+            self.assertFalse(listing.truncated)
+            self.assertEqual(listing.locks[0].kind, "exclusive")
+            self.assertEqual(listing.locks[0].labels, [])
+            self.assertEqual(listing.locks[1].labels, ["tester:1"])
+            self.assertGreater(listing.locks[1].remaining, 5.0)
+            self.assertNotIn(lease.owner, repr(listing))
+            self.assertEqual(c.status("py:list:b").label, "tester:1")
+            self.assertIsNone(c.status("py:list:a").label)
+            first = c.list("py:list:", count=1)
+            self.assertEqual(len(first.locks), 1)
+            self.assertTrue(first.truncated)
+        lease.release()
+        with self.assertRaises(ValueError):
+            c.list("py:list:", count=0)
 
     def test_errors(self):
         c = self.client()

@@ -20,14 +20,15 @@ class logger;
 namespace redlockd {
 
 class status_reader;
+class lock_operator;
 
 class fleet final : public node_io, public link_events, public wake_events {
  public:
   fleet(net::io_context& io, const config& cfg, std::shared_ptr<spdlog::logger> log);
 
-  // Where replies go: STATUS reads to `status`, everything else to `engine`. Call once, before
-  // start(); both outlive the fleet's links.
-  void route_to(lock_engine& engine, status_reader& status);
+  // Where replies go: STATUS reads to `status`, LIST and BREAK to `operations`, everything else
+  // to `engine`. Call once, before start(); all outlive the fleet's links.
+  void route_to(lock_engine& engine, status_reader& status, lock_operator& operations);
   void start();
   // Closes every link and cancels the timers.
   void stop();
@@ -46,6 +47,8 @@ class fleet final : public node_io, public link_events, public wake_events {
   bool idle() const;
   // Asks for status_reader::on_timer() at `when` (the status reader's arm function).
   void arm_status_timer(clock_type::time_point when);
+  // Asks for lock_operator::on_timer() at `when`.
+  void arm_operations_timer(clock_type::time_point when);
 
   // node_io, for the engine and the status reader.
   bool usable(std::size_t node) const override { return links_[node]->usable(); }
@@ -72,8 +75,10 @@ class fleet final : public node_io, public link_events, public wake_events {
   std::vector<std::unique_ptr<wake_subscriber>> wakes_;
   net::steady_timer engine_timer_;
   net::steady_timer status_timer_;
+  net::steady_timer operations_timer_;
   lock_engine* engine_ = nullptr;   // set by route_to(), before any link starts
   status_reader* status_ = nullptr; // likewise
+  lock_operator* operations_ = nullptr;
 };
 
 } // namespace redlockd

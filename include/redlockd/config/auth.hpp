@@ -30,13 +30,14 @@ struct secret_sources {
 };
 
 inline constexpr const char* client_secret_env = "REDLOCKD_CLIENT_SECRET";
+inline constexpr const char* admin_secret_env = "REDLOCKD_ADMIN_SECRET";
 inline constexpr const char* redis_password_env = "REDLOCKD_REDIS_PASSWORD";
 
-// Fills cfg.client_secret and cfg.redis_password: from the files named by client_secret_file and
-// redis_password_file when those keys are set (they win), else from the environment variables
-// above. A file that cannot be read or is empty, an environment variable that is set but empty,
-// and a client secret that does not fit in one AUTH line throw config_error naming the key or
-// variable. Messages never contain a secret.
+// Fills cfg.client_secret, cfg.admin_secret and cfg.redis_password: from the files named by
+// client_secret_file, admin_secret_file and redis_password_file when those keys are set (they
+// win), else from the environment variables above. A file that cannot be read or is empty, an
+// environment variable that is set but empty, and a client secret that does not fit in one AUTH
+// line throw config_error naming the key or variable. Messages never contain a secret.
 void resolve_secrets(config& cfg, const secret_sources& sources);
 
 // Where a connection stands with AUTH. Decides which requests are let through; the session does
@@ -51,13 +52,19 @@ class connection_auth {
   bool authenticated() const { return authenticated_; }
   // PING, HELLO, AUTH and QUIT always; everything else once authenticated.
   bool allows(const request& req) const;
-  // Checks an AUTH attempt against the secret configured now (empty: none, AUTH always passes).
-  // The `max_failures`-th refusal on this connection answers refused_closing.
-  outcome attempt(std::string_view candidate, std::string_view secret, std::uint32_t max_failures);
+  // Checks an AUTH attempt against the secrets configured now: the client secret (empty: none,
+  // AUTH always passes) and the admin secret (empty: none), which also authenticates and makes
+  // the connection an admin's (BREAK). The `max_failures`-th refusal on this connection answers
+  // refused_closing.
+  outcome attempt(std::string_view candidate, std::string_view secret,
+                  std::string_view admin_secret, std::uint32_t max_failures);
   std::uint32_t failures() const { return failures_; }
+  // AUTH with the admin secret succeeded on this connection: BREAK is allowed.
+  bool admin() const { return admin_; }
 
  private:
   bool authenticated_;
+  bool admin_ = false;
   std::uint32_t failures_ = 0;
 };
 

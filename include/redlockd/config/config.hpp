@@ -66,6 +66,9 @@ struct config {
   // After a lock ends by expiry, by LOST or by its KEEP connection dropping, refuse new grants
   // of that resource for this long, in ms (Chubby's and Consul's lock-delay). Never after UNLOCK.
   std::uint64_t lock_delay_ms = 0;
+  // The longest a KEEP lock is renewed in all, in ms: past it the daemon stops renewing (LOST
+  // and release, as a failed renewal). Also caps each LOCK's MAXHOLD. 0: no cap.
+  std::uint64_t max_hold_ms = 0;
   // Limits; a request beyond one is answered ERR TOO_MANY (a connection beyond
   // max_connections gets that line and is closed).
   std::uint32_t max_connections = 10000;
@@ -104,6 +107,10 @@ struct config {
   // Client authentication: a file holding the secret clients send with AUTH (without the
   // trailing newline). Unset: the environment variable REDLOCKD_CLIENT_SECRET, if set.
   std::string client_secret_file;
+  // BREAK: a file holding the admin secret (AUTH with it allows BREAK and also authenticates as
+  // a client). Unset: the environment variable REDLOCKD_ADMIN_SECRET, if set; neither: BREAK
+  // is refused with ERR NOAUTH.
+  std::string admin_secret_file;
   // The AUTH failures one connection may have; the last one is answered and the connection closed.
   std::uint32_t max_auth_failures = 3;
   // With a client secret, a connection not authenticated this long after accept is closed, in ms.
@@ -129,6 +136,7 @@ struct config {
   // Not configuration keys: the secrets themselves, filled by resolve_secrets() (auth.hpp).
   // Never logged, never shown in INFO or in error messages.
   std::string client_secret;
+  std::string admin_secret;
   std::string redis_password;
 };
 

@@ -25,12 +25,14 @@ struct version_requested {};
 // Everything the command line says, after parsing. Values are kept as written; durations and
 // addresses are read by duration_of() and split_addresses().
 struct command_line {
-  std::string command; // lock, unlock, extend, status, info, ping or run
+  std::string command; // lock, unlock, extend, status, list, break, info, ping or run
   std::vector<std::string> positional;
   std::vector<std::string> tail; // after "--"
   std::string addr;
   std::string timeout;
   std::string secret_file;
+  std::string admin_secret_file; // break
+  unsigned count = 0;            // list --count; 0: the daemon's default
   bool tls = false;
   std::string cacert, cert, key;
   std::string output = "text";

@@ -21,6 +21,10 @@ void print_reply(std::ostream& out, const std::string& command, const std::strin
 // not a JSON object is printed as it is.
 void print_info(std::ostream& out, const std::string& json_text);
 
+// LIST's JSON as one line per resource ("<resource> <kind> <ms>ms <labels...>"), or as it came
+// with `json`. Throws connection_error for text that is not LIST's JSON.
+void print_listing(std::ostream& out, const std::string& json_text, bool json);
+
 // Says what went wrong on `err` and returns the exit code for a reply that is not a success.
 int report_failure(std::ostream& err, const std::string& reply);
 

@@ -6,6 +6,7 @@
 #include "redlockd/lock/engine_io.hpp"
 #include "redlockd/lock/owner.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,7 +28,18 @@ struct keep_lock {
   std::uint64_t fence = 0;   // its fencing token
   std::shared_ptr<reply_sink> sink;
   std::uint64_t seq = 0; // of the OK that granted it: LOST never goes out before it
+  // MAXHOLD / max_hold_ms: no renewal at or after this; time_point::max() when unlimited.
+  clock_type::time_point hold_until = clock_type::time_point::max();
+  std::string label; // its LABEL ("" if none), for the status page
 };
+
+// How long a KEEP lock is renewed in all, in ms: the LOCK's MAXHOLD capped by the config's
+// max_hold_ms (0 in either: no limit from it); 0 when neither limits it.
+inline std::uint64_t hold_limit(std::optional<std::uint64_t> requested, std::uint64_t configured) {
+  if (!requested || *requested == 0)
+    return configured;
+  return configured == 0 ? *requested : std::min(*requested, configured);
+}
 
 class keep_locks {
  public:
@@ -40,11 +52,14 @@ class keep_locks {
   // A KEEP acquisition succeeded: the lock, with the count its request reserved.
   std::uint32_t add(const std::string& key, const owner_id& owner, std::uint64_t ttl_ms,
                     clock_type::time_point valid_until, std::uint32_t granted, std::uint64_t fence,
-                    std::shared_ptr<reply_sink> sink, std::uint64_t seq);
+                    std::shared_ptr<reply_sink> sink, std::uint64_t seq,
+                    clock_type::time_point hold_until = clock_type::time_point::max());
   // Ends it (UNLOCK, LOST, the client gone): its count is given back.
   void drop(std::uint32_t index);
 
   std::optional<std::uint32_t> index_of(const std::string& key, const owner_id& owner) const;
+  // The KEEP lock on `key`, whoever holds it (BREAK).
+  std::optional<std::uint32_t> index_of(const std::string& key) const;
   keep_lock* find(const std::string& key, const owner_id& owner) {
     const auto index = index_of(key, owner);
     return index ? &locks_[*index] : nullptr;

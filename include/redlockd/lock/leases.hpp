@@ -21,6 +21,7 @@ struct lease {
   clock_type::time_point valid_until{}; // the validity given to the client
   std::uint32_t granted = 0;            // masters that granted it
   std::uint64_t fence = 0;              // its fencing token
+  std::string label{};                  // its LABEL ("" if none), for the status page
 };
 
 class lease_table {
@@ -33,6 +34,8 @@ class lease_table {
   // The lease on `key` if `owner` holds it.
   lease* find(const std::string& key, const owner_id& owner);
   void release(const std::string& key, const owner_id& owner);
+  // The lease on `key` ended whoever held it (BREAK).
+  void forget(const std::string& key) { leases_.erase(key); }
 
   // The resource's holder lost it without an UNLOCK: refuse it for lock_delay_ms.
   void delay(const std::string& key);

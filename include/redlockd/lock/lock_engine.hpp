@@ -103,6 +103,10 @@ class lock_engine {
   // A master's wake channel was subscribed again after a break: a wake-up published meanwhile
   // may be lost, so every head waiter tries again soon (each after a little jitter).
   void on_wake_channel_resumed();
+  // BREAK ended the holds of lock `key` on the masters: a KEEP lock on it here is pushed LOST
+  // and ended, a lease granted here is forgotten, and the resource is lock-delayed as after a
+  // lost lock (its head waiter tries when the delay ends).
+  void on_broken(const std::string& key);
 
   // The timer armed through node_io::arm_timer expired.
   void on_timer();
@@ -196,7 +200,7 @@ class lock_engine {
   std::uint32_t start_keep(std::uint32_t slot, std::int64_t validity); // returns its index
   void renew(std::uint32_t index);
   void decide_renewal(std::uint32_t slot);
-  void lose(std::uint32_t index);
+  void lose(std::uint32_t index, std::string_view why);
   // An UNLOCK handed over to the head waiter (engine_handover.cpp). start_hand_over runs the
   // UNLOCK in `unlock_slot` as a hand-over round together with its head waiter's round and
   // returns true, or returns false (the UNLOCK releases normally). pass_to_waiter gives the
@@ -233,6 +237,7 @@ class lock_engine {
   deadline_queue deadlines_;
   std::string command_;  // the current round's command, the same for every node
   std::string marker_;   // the wait marker of the current round's lock
+  std::string value_;    // the value the current round's grant stores (owner and label)
   std::string wake_key_; // the key of the wake-up being handled
   node_health health_;
   wait_queues queues_;

@@ -72,6 +72,10 @@ struct acquisition {
   // The proposal of a queued LOCK's first attempt (0: it has not tried yet).
   std::uint64_t ticket = 0;
   std::string last_failure; // the reply to give if the wait runs out
+  // LABEL: stored after the owner in the hold's value (empty: none).
+  std::string label;
+  // KEEP: how long it is renewed in all (MAXHOLD and max_hold_ms; 0: no limit).
+  std::uint64_t max_hold_ms = 0;
 };
 
 struct operation {

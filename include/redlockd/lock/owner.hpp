@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace redlockd {
@@ -12,6 +13,16 @@ using owner_id = std::array<char, 40>;
 
 inline std::string_view view(const owner_id& owner) {
   return {owner.data(), owner.size()};
+}
+
+// What a hold stores on the masters: its owner, followed by ' ' and its label when it has one
+// (LABEL). Scripts compare only the first 40 bytes, the owner. Built in `buffer`.
+inline std::string_view hold_value(std::string& buffer, std::string_view owner,
+                                   std::string_view label) {
+  if (label.empty())
+    return owner;
+  buffer.assign(owner).append(1, ' ').append(label);
+  return buffer;
 }
 
 // Hands out owner values from a buffer refilled with getrandom(2), so that one acquisition

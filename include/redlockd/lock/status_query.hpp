@@ -50,6 +50,11 @@ struct status_verdict {
 // >= 0 the milliseconds left.
 status_verdict decide_status(std::span<const std::optional<std::int64_t>> answers);
 
+// The label STATUS shows for a held resource: the one most masters that hold it store (the
+// smallest on a tie; "" if none has one). `labels[i]` is master i's, read with answers[i].
+std::string_view status_label(std::span<const std::optional<std::int64_t>> answers,
+                              std::span<const std::string> labels);
+
 class status_reader {
  public:
   using now_function = std::function<clock_type::time_point()>;
@@ -78,11 +83,13 @@ class status_reader {
     bool active = false;
     clock_type::time_point started{};
     std::array<std::optional<std::int64_t>, max_nodes> answers{};
+    std::array<std::string, max_nodes> labels{};
     std::size_t waiting = 0; // masters asked that have not answered
     std::shared_ptr<reply_sink> sink;
     std::uint64_t seq = 0;
   };
-  void answer_one(std::uint32_t slot, std::size_t node, std::optional<std::int64_t> pttl);
+  void answer_one(std::uint32_t slot, std::size_t node, std::optional<std::int64_t> pttl,
+                  std::string_view label = {});
   void finish(std::uint32_t slot);
 
   const config& cfg_;

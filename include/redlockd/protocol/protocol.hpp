@@ -179,8 +179,8 @@ std::string format_notheld();
 std::string format_error(err_code code, std::string_view message);
 std::string format_info(std::string_view json_one_line);
 std::string format_lost(std::string_view resource, std::string_view owner);
-// STATUS: "OK FREE" or "OK HELD <pttl_ms>".
+// STATUS: "OK FREE" or "OK HELD <pttl_ms>", with " label=<label>" when the hold has one.
 std::string format_status_free();
-std::string format_status_held(std::uint64_t pttl_ms);
+std::string format_status_held(std::uint64_t pttl_ms, std::string_view label = {});
 
 } // namespace redlockd

@@ -25,6 +25,9 @@ enum class request_kind : std::uint8_t {
   unmark,     // a daemon's entry taken out of a wait marker; nobody waits for the answer
   // Sent by the status reader (STATUS): a plain PTTL.
   status,
+  // Sent by the lock operator (lock_operator.hpp): BREAK's deletion, one step of LIST's SCAN.
+  break_hold,
+  list_step,
   // Sent by the connection itself: the handshake (see link_handshake.hpp) ...
   auth,
   load_script,  // op: the script's index

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 struct redisReply;
 
@@ -79,6 +80,14 @@ void append_hand_over(std::string& out, script_by by, std::string_view key,
 void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
                  std::uint64_t max_ttl_ms);                             // always by source
 void append_register_read(std::string& out, const register_keys& keys); // MGET of both
+// STATUS: the PTTL and label of lock `key`.
+void append_status_read(std::string& out, script_by by, std::string_view key);
+// BREAK: every hold of lock `key` ended on the master (`marker`: wait_marker() of `key`).
+void append_break(std::string& out, script_by by, std::string_view key, const register_keys& keys,
+                  std::string_view marker);
+// LIST: one SCAN step from `cursor` over the keys matching the glob `pattern`, `count` per call.
+void append_list_step(std::string& out, script_by by, std::string_view cursor,
+                      std::string_view pattern, std::uint32_t count, const register_keys& keys);
 
 // A master's TIME, as the acquire and extend scripts return it beside their result.
 struct node_time {
@@ -139,14 +148,30 @@ struct register_reply {
 // seed: any non-error answer means the registers were raised.
 struct seed_reply {};
 
-// PTTL (STATUS reads it, outside the engine): ms left, -1 no TTL, -2 no key.
+// STATUS's read (outside the engine): ms left, -1 no TTL, -2 no key; and the hold's label
+// ("" if none). A plain PTTL's integer reply decodes too, without a label.
 struct pttl_reply {
   std::optional<std::int64_t> ms;
+  std::string label;
+};
+
+// One hold a LIST step found: its key, PTTL and label ('' if none); never its owner.
+struct listed_hold {
+  std::string key;
+  std::int64_t pttl_ms = 0;
+  std::string label;
+};
+
+// list_step: the cursor to go on from ("0": the scan is complete) and the holds found.
+// `cursor` is empty when the reply was not understood.
+struct list_step_reply {
+  std::string cursor;
+  std::vector<listed_hold> holds;
 };
 
 using script_reply =
     std::variant<error_reply, acquire_reply, release_reply, extend_reply, fence_bump_reply,
-                 register_reply, seed_reply, pttl_reply, hand_over_reply>;
+                 register_reply, seed_reply, pttl_reply, hand_over_reply, list_step_reply>;
 
 // Decodes the reply to a request of `kind` (one the engine or the status reader sends).
 script_reply decode_script_reply(request_kind kind, const redisReply& reply);

@@ -27,8 +27,13 @@ enum class script : std::size_t {
   multi_extend = 15,
   // Removes this daemon's wait mark when its waiters all left (src/lua/unmark.lua).
   unmark = 16,
+  // Operating locks: BREAK's deletion and LIST's bounded SCAN step (src/lua/break.lua, list.lua).
+  break_hold = 17,
+  list_step = 18,
+  // STATUS's read: PTTL and the label (src/lua/status.lua).
+  status_read = 19,
 };
-inline constexpr std::size_t script_count = 17;
+inline constexpr std::size_t script_count = 20;
 
 // Script source text.
 std::string_view script_source(script s);

@@ -5,6 +5,7 @@
 #include "redlockd/config/auth.hpp"
 #include "redlockd/config/config.hpp"
 #include "redlockd/lock/lock_engine.hpp"
+#include "redlockd/lock/lock_operator.hpp"
 #include "redlockd/lock/status_query.hpp"
 #include "redlockd/metrics/metrics.hpp"
 #include "redlockd/net/batch_writer.hpp"
@@ -47,6 +48,8 @@ struct session_context {
   log_budget auth_failure_log{10};
   // Answers STATUS (set by the daemon; without it STATUS is ERR INTERNAL).
   status_reader* status = nullptr;
+  // Answers LIST and BREAK (set by the daemon; without it they are ERR INTERNAL).
+  lock_operator* operations = nullptr;
 };
 
 // One client connection. Requests are read in chunks and handled as they come; replies are
@@ -82,6 +85,7 @@ class client_session : public reply_sink,
   void finish_if_done();
   bool backlogged() const;
   void watch_partial_line(bool progressed);
+  void handle_break(std::uint64_t seq, const break_request& req);
   void handle_auth(std::uint64_t seq, std::string_view candidate);
   void watch_auth_deadline();
 

@@ -227,6 +227,21 @@ TEST_CASE("the client secret comes from client_secret_file, else from the enviro
   }
 }
 
+TEST_CASE("the admin secret comes from admin_secret_file, else from the environment",
+          "[unit][auth][config]") {
+  fake_machine machine;
+  CHECK(resolved("{}", machine).admin_secret.empty());
+  machine.env["REDLOCKD_ADMIN_SECRET"] = "admin-env";
+  CHECK(resolved("{}", machine).admin_secret == "admin-env");
+  machine.files["/a"] = "admin-file\n";
+  CHECK(resolved(R"({"admin_secret_file": "/a"})", machine).admin_secret == "admin-file");
+  CHECK(resolve_message(R"({"admin_secret_file": "/missing"})", machine) ==
+        "admin_secret_file: cannot read '/missing'");
+  machine.files["/spaced"] = "two words";
+  CHECK(resolve_message(R"({"admin_secret_file": "/spaced"})", machine) ==
+        "admin_secret_file: the secret must be printable ASCII without spaces or line breaks");
+}
+
 TEST_CASE("bad client secrets are config errors naming the key, never the secret",
           "[unit][auth][config]") {
   fake_machine machine;
@@ -307,31 +322,55 @@ TEST_CASE("without AUTH only PING, HELLO, AUTH and QUIT pass", "[unit][auth]") {
   CHECK_FALSE(gate.allows(req("EXTEND r 0123456789abcdef0123456789abcdef01234567 1000")));
   CHECK_FALSE(gate.allows(req("INFO")));
 
-  CHECK(gate.attempt("secret", "secret", 3) == connection_auth::outcome::accepted);
+  CHECK(gate.attempt("secret", "secret", "", 3) == connection_auth::outcome::accepted);
   CHECK(gate.allows(req("LOCK r 1000")));
   CHECK(gate.allows(req("INFO")));
 
   connection_auth open(false);
   CHECK(open.allows(req("LOCK r 1000")));
   // No secret configured: AUTH answers OK whatever it carries.
-  CHECK(open.attempt("anything", "", 3) == connection_auth::outcome::accepted);
+  CHECK(open.attempt("anything", "", "", 3) == connection_auth::outcome::accepted);
 }
 
 TEST_CASE("the max_auth_failures-th refusal closes, an earlier success stays", "[unit][auth]") {
   connection_auth gate(true);
-  CHECK(gate.attempt("a", "secret", 3) == connection_auth::outcome::refused);
-  CHECK(gate.attempt("b", "secret", 3) == connection_auth::outcome::refused);
+  CHECK(gate.attempt("a", "secret", "", 3) == connection_auth::outcome::refused);
+  CHECK(gate.attempt("b", "secret", "", 3) == connection_auth::outcome::refused);
   CHECK_FALSE(gate.authenticated());
-  CHECK(gate.attempt("c", "secret", 3) == connection_auth::outcome::refused_closing);
+  CHECK(gate.attempt("c", "secret", "", 3) == connection_auth::outcome::refused_closing);
   CHECK(gate.failures() == 3);
 
   connection_auth once(true);
-  CHECK(once.attempt("wrong", "secret", 1) == connection_auth::outcome::refused_closing);
+  CHECK(once.attempt("wrong", "secret", "", 1) == connection_auth::outcome::refused_closing);
 
   connection_auth in(true);
-  CHECK(in.attempt("secret", "secret", 2) == connection_auth::outcome::accepted);
-  CHECK(in.attempt("wrong", "secret", 2) == connection_auth::outcome::refused);
+  CHECK(in.attempt("secret", "secret", "", 2) == connection_auth::outcome::accepted);
+  CHECK(in.attempt("wrong", "secret", "", 2) == connection_auth::outcome::refused);
   CHECK(in.authenticated());
+}
+
+TEST_CASE("the admin secret authenticates and makes an admin, a client secret never does",
+          "[unit][auth]") {
+  connection_auth client(true);
+  CHECK(client.attempt("secret", "secret", "admin", 3) == connection_auth::outcome::accepted);
+  CHECK_FALSE(client.admin());
+
+  connection_auth admin(true);
+  CHECK(admin.attempt("admin", "secret", "admin", 3) == connection_auth::outcome::accepted);
+  CHECK(admin.authenticated());
+  CHECK(admin.admin());
+
+  // Without a client secret every AUTH passes, but only the admin secret makes an admin.
+  connection_auth open(false);
+  CHECK(open.attempt("guess", "", "admin", 3) == connection_auth::outcome::accepted);
+  CHECK_FALSE(open.admin());
+  CHECK(open.attempt("admin", "", "admin", 3) == connection_auth::outcome::accepted);
+  CHECK(open.admin());
+
+  // No admin secret configured: nothing makes an admin, not even an empty candidate.
+  connection_auth none(false);
+  CHECK(none.attempt("", "", "", 3) == connection_auth::outcome::accepted);
+  CHECK_FALSE(none.admin());
 }
 
 TEST_CASE("refused AUTH log lines are bounded per second and the rest counted", "[unit][auth]") {

@@ -73,7 +73,8 @@ TEST_CASE("-h wins over every other problem, --version over the command's", "[co
 }
 
 TEST_CASE("usage errors name the option or argument at fault", "[command_line]") {
-  CHECK(refusal({}) == "no command (one of lock, unlock, extend, status, info, ping, run)");
+  CHECK(refusal({}) ==
+        "no command (one of lock, unlock, extend, status, list, break, info, ping, run)");
   CHECK(refusal({"frobnicate"}) == "unknown command 'frobnicate'");
   CHECK(refusal({"--bogus"}) == "unknown option --bogus");
   CHECK(refusal({"ping", "--bogus=1"}) == "unknown option --bogus");
@@ -90,6 +91,25 @@ TEST_CASE("usage errors name the option or argument at fault", "[command_line]")
   CHECK(refusal({"run", "r", "--"}) == "run: no command after --");
   CHECK(refusal({"ping", "--", "x"}) == "ping: unexpected '--'");
   CHECK(refusal({"ping"}).empty());
+  CHECK(refusal({"list", "--count", "0"}) == "--count: '0' is not a count (1 or more)");
+  CHECK(refusal({"status", "r", "--count", "5"}) ==
+        "status: --count does not apply (it is for list)");
+  CHECK(refusal({"list", "a", "b"}) == "list: unexpected argument 'b'");
+  CHECK(refusal({"break"}) == "break: RESOURCE is missing");
+  CHECK(refusal({"lock", "r", "--ttl", "1s", "--admin-secret-file", "f"}) ==
+        "lock: --admin-secret-file does not apply (it is for break)");
+}
+
+TEST_CASE("list takes an optional prefix and --count", "[command_line]") {
+  const command_line all = parse_command_line({"list"});
+  CHECK(all.command == "list");
+  CHECK(all.positional.empty());
+  CHECK(all.count == 0);
+  const command_line some = parse_command_line({"list", "jobs/", "--count", "5"});
+  CHECK(some.positional == std::vector<std::string>{"jobs/"});
+  CHECK(some.count == 5);
+  const command_line broken = parse_command_line({"break", "r", "--admin-secret-file", "/f"});
+  CHECK(broken.admin_secret_file == "/f");
 }
 
 TEST_CASE("duration options need their unit", "[command_line]") {

@@ -154,7 +154,8 @@ TEST_CASE("status_reader asks every eligible master and answers when all did", "
 
   reader.query(status_request{"job"}, sink, 1);
   REQUIRE(io.sent.size() == 4);
-  CHECK(io.sent[0].bytes == "*2\r\n$4\r\nPTTL\r\n$5\r\np:job\r\n");
+  CHECK(io.sent[0].bytes.starts_with("*4\r\n$4\r\nEVAL\r\n"));
+  CHECK(io.sent[0].bytes.ends_with("\r\n$1\r\n1\r\n$5\r\np:job\r\n"));
   CHECK(reader.in_flight() == 1);
   REQUIRE(armed);
   CHECK(*armed == now + std::chrono::milliseconds(cfg.node_timeout_ms));
@@ -205,4 +206,16 @@ TEST_CASE("status_reader: silent masters time out, and nobody eligible is NOQUOR
   reader.query(status_request{"r"}, sink, 3);
   CHECK(sink->lines[3] == "NOQUORUM 0 3\n");
   CHECK(reader.in_flight() == 0);
+}
+
+TEST_CASE("STATUS shows the label most holding masters store, never a free master's", "[status]") {
+  CHECK(format_status_held(1500, "web:42") == "OK HELD 1500 label=web:42\n");
+  CHECK(format_status_held(1500, "") == "OK HELD 1500\n");
+  const answers a = {100, 100, 100, none, silent};
+  const std::vector<std::string> labels = {"b", "a", "b", "stale", "x"};
+  CHECK(status_label(a, labels) == "b");
+  const std::vector<std::string> tie = {"b", "a", "", "", ""};
+  CHECK(status_label(a, tie) == "a");
+  const std::vector<std::string> unlabelled(5);
+  CHECK(status_label(a, unlabelled).empty());
 }
