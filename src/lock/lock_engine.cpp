@@ -264,7 +264,8 @@ void lock_engine::begin_round(std::uint32_t slot, op_phase phase, request_kind k
   operation& op = slots_[slot];
   op.enter(phase);
   op.generation = next_generation(op.generation);
-  op.tally.reset(node_count_);
+  // quorum-minus-one: the simulator's weakened variant only (config::weakened).
+  op.tally.reset(node_count_, cfg_.weakened.quorum_minus_one ? quorum(node_count_) - 1 : 0);
   const auto timeout = op.ttl_ms == 0 ? std::chrono::milliseconds(cfg_.node_timeout_ms)
                                       : node_timeout_for(op.ttl_ms, cfg_.node_timeout_ms);
   add_deadline(now_() + timeout, slot, op.generation, timer_kind::round);
