@@ -26,12 +26,6 @@ bool is_script_request(request_kind kind) {
   }
 }
 
-// Replies whose scripts return the master's TIME (acquire, extend, hand_over) and the probe.
-bool carries_time(request_kind kind) {
-  return kind == request_kind::acquire || kind == request_kind::extend ||
-         kind == request_kind::hand_over || kind == request_kind::ping;
-}
-
 } // namespace
 
 sim_daemon::sim_daemon(std::size_t index, const config& cfg, scheduler& clock, network& net,
@@ -140,6 +134,17 @@ bool sim_daemon::usable(std::size_t node) const {
 }
 
 void sim_daemon::send(std::size_t node, const request_tag& tag, std::string_view command) {
+  switch (tag.kind) {
+  case request_kind::acquire:
+  case request_kind::release:
+  case request_kind::extend:
+  case request_kind::fence_bump:
+  case request_kind::hand_over:
+    books_.round_sent(*this, tag);
+    break;
+  default:
+    break;
+  }
   link_send(node, tag, command);
 }
 
@@ -366,10 +371,8 @@ void sim_daemon::handle_reply(std::size_t master, const request_tag& tag, const 
   const auto* error = std::get_if<error_reply>(&decoded);
   if (is_script_request(tag.kind) && !(error && error->noscript()))
     meta = books_.take_meta(l.conn);
-  const bool jumped =
-      meta && carries_time(tag.kind) && !error && books_.clock_sample(*this, master, l.conn);
   if (meta)
-    books_.script_answered(*this, master, tag, *meta, sent_at, jumped);
+    books_.script_answered(*this, master, l.conn, tag, *meta, sent_at);
   log_->debug("daemon {} node {}: reply to {} (op {} generation {})", index_, master,
               static_cast<int>(tag.kind), tag.op, tag.generation);
   engine_->on_reply(master, tag, decoded);

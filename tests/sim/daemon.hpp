@@ -49,18 +49,21 @@ class daemon_books {
   // The bookkeeping of the script whose reply is about to be read on `connection` (nullptr if
   // none: the reply is NOSCRIPT). Valid until the next call.
   virtual const script_meta* take_meta(std::uint64_t connection) = 0;
-  // That reply is handed to the engine next; `sent_at` is when its request was sent (true
-  // time); `clock_jumped`: its TIME shows a forward jump (clock_sample).
-  virtual void script_answered(const sim_daemon& d, std::size_t master, const request_tag& tag,
-                               const script_meta& meta, sim_time sent_at, bool clock_jumped) = 0;
-  // A reply carrying the master's TIME is handed to the engine next, on `connection`. True
-  // when it shows the engine a forward jump since the connection's last sample.
-  virtual bool clock_sample(const sim_daemon& d, std::size_t master, std::uint64_t connection) = 0;
+  // That reply, on `connection`, is handed to the engine next; `sent_at` is when its request
+  // was sent (true time).
+  virtual void script_answered(const sim_daemon& d, std::size_t master, std::uint64_t connection,
+                               const request_tag& tag, const script_meta& meta,
+                               sim_time sent_at) = 0;
+  // The answer to the link's TIME probe on `connection` is handed to the engine next.
+  virtual void clock_sample(const sim_daemon& d, std::size_t master, std::uint64_t connection) = 0;
   // A link's handshake told the engine what the master holds; `high_water` is the engine's
   // fence high-water mark before.
   virtual void master_identified(const sim_daemon& d, std::size_t master, const master_facts& facts,
                                  std::uint64_t high_water) = 0;
   virtual void connection_closed(std::uint64_t connection) = 0;
+  // The engine sent a request of one of its operations' rounds (a new generation makes the
+  // replies of the operation's earlier rounds stale).
+  virtual void round_sent(const sim_daemon& d, const request_tag& tag) = 0;
 
  protected:
   ~daemon_books() = default;

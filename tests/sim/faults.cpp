@@ -1,6 +1,7 @@
 #include "faults.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace redlockd::sim {
 
@@ -54,8 +55,11 @@ void fault_injector::inject() {
       return;
     master_busy_[m] = true;
     f.target = m;
-    // Empty only if a majority keeps its data; otherwise as AOF keeps it.
+    // Empty only if a majority keeps its data; otherwise as AOF keeps it. An empty restart
+    // counts as a loss from the crash on, so that no other master's can overlap it unseen.
     f.flag = !books_.loss_allowed(m) || random_.chance(0.5);
+    if (!f.flag)
+      books_.data_lost(m, target.flushall(), false, true);
     target.crash();
     net_.master_crashed(m);
     heal_after = duration(10, 5000);
@@ -116,6 +120,13 @@ void fault_injector::inject() {
   case fault_kind::partition: {
     f.target = d;
     f.masters = static_cast<std::uint32_t>(random_.between(1, (1 << masters_.size()) - 1));
+    if (random_.chance(plan_.minority_partitions)) {
+      // Just short of a majority: grants go on, on exactly a quorum of the others.
+      f.masters = 0;
+      const std::size_t minority = masters_.size() - (masters_.size() / 2 + 1);
+      while (static_cast<std::size_t>(std::popcount(f.masters)) < minority)
+        f.masters |= 1u << random_.below(masters_.size());
+    }
     f.flag = random_.chance(0.5); // a blackhole rather than a path that holds traffic
     for (std::size_t x = 0; x < masters_.size(); ++x)
       if ((f.masters >> x & 1) != 0 && partitions_[d * masters_.size() + x]++ == 0)
@@ -151,10 +162,7 @@ void fault_injector::heal_fault(std::size_t index) {
   --active_;
   switch (f.kind) {
   case fault_kind::master_crash: {
-    master& target = *masters_[f.target];
-    const std::vector<lost_key> lost = target.restart(f.flag);
-    if (!f.flag)
-      books_.data_lost(f.target, lost, false, true);
+    masters_[f.target]->restart(f.flag); // emptied at the crash already, if it was to be
     master_busy_[f.target] = false;
     break;
   }

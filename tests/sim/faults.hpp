@@ -26,6 +26,7 @@ struct fault_plan {
   std::uint64_t clock_jump_ms = 500;  // the daemons' configured bound
   std::int64_t max_drift_ppm = 2500;
   std::uint64_t longest_ttl_ms = 0; // a lost key outlives its loss by at most this
+  double minority_partitions = 0;   // how often a partition cuts exactly N-Q masters
 };
 
 // Where a fault's consequences are booked.

@@ -165,14 +165,18 @@ setup choose(prng& random, const std::string& weaken) {
     const auto set = [&](fault_kind kind, double weight) {
       f.weight[static_cast<std::size_t>(kind)] = weight;
     };
-    if (profile < 0.35) {
+    if (profile < 0.4) {
+      // Locks granted on exactly a quorum while a daemon is cut from the rest, then a master
+      // of that quorum loses its data: only key-loss detection keeps a second holder out.
       f.weight.fill(0);
       set(fault_kind::partition, 1.0);
       set(fault_kind::master_flushall, 0.3 + random.unit());
       set(fault_kind::link_reset, 0.2 * random.unit());
+      f.minority_partitions = 0.7;
       w.ttl_min_ms = std::max<std::uint64_t>(w.ttl_min_ms, 1000);
       w.ttl_max_ms = std::max(w.ttl_max_ms, 3 * w.ttl_min_ms);
-    } else if (profile < 0.5) {
+      w.p_wait = std::max(w.p_wait, 0.5);
+    } else if (profile < 0.55) {
       f.weight.fill(0);
       set(fault_kind::master_crash, 1.0);
       set(fault_kind::master_clock_jump, random.unit());
@@ -233,12 +237,15 @@ class simulation final : public script_observer,
   // daemon_books
   std::uint32_t new_instance(std::size_t daemon) override;
   const script_meta* take_meta(std::uint64_t connection) override;
-  void script_answered(const sim_daemon& d, std::size_t master, const request_tag& tag,
-                       const script_meta& meta, sim_time sent_at, bool clock_jumped) override;
-  bool clock_sample(const sim_daemon& d, std::size_t master, std::uint64_t connection) override;
+  void script_answered(const sim_daemon& d, std::size_t master, std::uint64_t connection,
+                       const request_tag& tag, const script_meta& meta, sim_time sent_at) override;
+  void clock_sample(const sim_daemon& d, std::size_t master, std::uint64_t connection) override;
   void master_identified(const sim_daemon& d, std::size_t master, const master_facts& facts,
                          std::uint64_t high_water) override;
   void connection_closed(std::uint64_t connection) override;
+  void round_sent(const sim_daemon& d, const request_tag& tag) override {
+    instances_[d.instance()].generation[tag.op] = tag.generation;
+  }
   // client_world
   scheduler& clock() override { return clock_; }
   history& records() override { return records_; }
@@ -272,9 +279,11 @@ class simulation final : public script_observer,
   struct instance_book {
     std::unordered_map<owner_id, sim_time, owner_hash> attempt_start;
     std::unordered_map<owner_id, std::uint32_t, owner_hash> grant_mask;
-    std::unordered_map<owner_id, std::uint32_t, owner_hash> extend_mask;
+    // Per owner, its latest EXTEND round (op << 32 | generation) and the masters that extended.
+    std::unordered_map<owner_id, std::pair<std::uint64_t, std::uint32_t>, owner_hash> extend_mask;
     std::unordered_map<owner_id, lease_book, owner_hash> leases;
     std::unordered_map<std::uint64_t, round_book> rounds;
+    std::unordered_map<std::uint32_t, std::uint32_t> generation; // the latest round, per operation
   };
   struct damage {
     std::size_t master;
@@ -664,8 +673,9 @@ void simulation::evidence(std::uint32_t instance, std::size_t master) {
   records_.evidence.push_back({instance, static_cast<std::uint32_t>(master), clock_.now()});
 }
 
-void simulation::script_answered(const sim_daemon& d, std::size_t master, const request_tag& tag,
-                                 const script_meta& meta, sim_time sent_at, bool clock_jumped) {
+void simulation::script_answered(const sim_daemon& d, std::size_t master, std::uint64_t connection,
+                                 const request_tag& tag, const script_meta& meta,
+                                 sim_time sent_at) {
   if (!meta.which || meta.error)
     return;
   instance_book& book = instances_[d.instance()];
@@ -675,11 +685,19 @@ void simulation::script_answered(const sim_daemon& d, std::size_t master, const 
                                 : node_timeout_for(ttl_ms, setup_.cfg.node_timeout_ms);
     return static_cast<sim_time>(ms.count()) * 1000;
   };
-  // Well inside the round's deadline: the engine certainly counted it.
-  const bool timely = 2 * elapsed <= timeout_of(meta.ttl_ms);
-  // Before the engine reads it: a master it does not trust, or whose reply shows a clock jump
-  // (the engine quarantines it on this very reply), does not count.
-  const bool trusted = d.alive() && d.engine().votes(master) && !clock_jumped;
+  // Of the operation's current round (the engine drops the replies of earlier ones) and well
+  // inside the round's deadline: the engine certainly counted it.
+  const auto current = book.generation.find(tag.op);
+  const bool timely = current != book.generation.end() && current->second == tag.generation &&
+                      2 * elapsed <= timeout_of(meta.ttl_ms);
+  // Before the engine reads it: a master it does not trust does not count, nor one whose clock
+  // jumped since the connection's last probe (the engine may see the jump in this very reply).
+  const auto sampled = last_sample_.find(connection);
+  const bool jumped = std::any_of(
+      forward_jumps_[master].begin(), forward_jumps_[master].end(), [&](const auto& jump) {
+        return sampled == last_sample_.end() || jump.first > sampled->second;
+      });
+  const bool trusted = d.alive() && d.engine().votes(master) && !jumped;
   const std::uint32_t bit = 1u << master;
   switch (*meta.which) {
   case script::acquire:
@@ -697,8 +715,14 @@ void simulation::script_answered(const sim_daemon& d, std::size_t master, const 
     return;
   case script::extend:
     if (tag.kind == request_kind::extend) {
-      if (meta.result == 1 && timely && trusted)
-        book.extend_mask[meta.owner] |= bit;
+      if (meta.result == 1 && timely && trusted) {
+        auto& [round, mask] = book.extend_mask[meta.owner];
+        const std::uint64_t this_round = static_cast<std::uint64_t>(tag.op) << 32 | tag.generation;
+        if (round != this_round)
+          mask = 0;
+        round = this_round;
+        mask |= bit;
+      }
       round_evidence(d, tag, meta.owner, master, meta.result, timely);
     }
     return;
@@ -734,18 +758,19 @@ void simulation::round_evidence(const sim_daemon& d, const request_tag& tag, con
   }
 }
 
-bool simulation::clock_sample(const sim_daemon& d, std::size_t master, std::uint64_t connection) {
+void simulation::clock_sample(const sim_daemon& d, std::size_t master, std::uint64_t connection) {
+  // The engine compares each TIME sample with the connection's previous one (node_health): a
+  // probe after a forward jump beyond clock_jump_ms shows it. (Scripts' TIME shows it too, but
+  // not in every phase of a round: only probes count as telling.)
   const sim_time now = clock_.now();
   const auto previous = last_sample_.find(connection);
-  bool jumped = false;
   if (previous != last_sample_.end())
     for (const auto& [at, amount] : forward_jumps_[master])
-      if (at > previous->second && at <= now)
-        jumped = true; // the engine compares the two samples (node_health)
-  if (jumped)
-    evidence(d.instance(), master);
+      if (at > previous->second && at <= now) {
+        evidence(d.instance(), master);
+        break;
+      }
   last_sample_[connection] = now;
-  return jumped;
 }
 
 void simulation::master_identified(const sim_daemon& d, std::size_t master,
@@ -785,9 +810,9 @@ void simulation::extended(std::uint32_t request) {
   if (lease == book.leases.end())
     return;
   lease->second.valid_until = r.reply + r.validity_ms * 1000 - 2'000;
+  // The engine keeps the masters that extended it by the time it answered.
   const auto mask = book.extend_mask.find(r.owner);
-  lease->second.mask = mask == book.extend_mask.end() ? 0 : mask->second;
-  book.extend_mask.erase(r.owner);
+  lease->second.mask = mask == book.extend_mask.end() ? 0 : mask->second.second;
 }
 
 void simulation::grant_unseen(std::uint32_t request, const owner_id& owner) {
