@@ -54,6 +54,58 @@ std::vector<scenario> make_scenarios() {
     return step.line.find("WAIT") != std::string::npos;
   });
   out.push_back(std::move(unlock));
+
+  // Issue 21, case 2: both daemons' waiters marked r1 on every master ('*'), then r1 is handed
+  // over on masters 0 and 1 only (daemon 0 cannot reach master 2). Once the old holder's key
+  // expires on master 2, daemon 1's waiter is granted there and refused by 0 and 1; the cleanup
+  // of that attempt finds the '*' marker and publishes a wake-up, which sends the waiter to try
+  // again at once: each failed attempt wakes the next.
+  scenario loop;
+  loop.name = "wakeup-loop";
+  loop.about = "issue 21 case 2: a failed attempt's cleanup must not wake anyone";
+  loop.masters = 3;
+  loop.daemons = 2;
+  loop.resources = {"r1", "warm"};
+  loop.steps = {
+      at(200'000, request(4, 0, "LOCK warm 100")),            // request 0
+      at(300'000, request(0, 0, "LOCK r1 1000")),             // request 1
+      at(400'000, request(1, 1, "LOCK r1 30000 WAIT 10000")), // request 2: daemon 1 waits
+      at(450'000, request(2, 0, "LOCK r1 30000 WAIT 10000")), // request 3: daemon 0 waits
+      at(500'000, blackhole(0, 0b100)),
+      at(600'000, request(0, 0, "UNLOCK r1 $1")), // request 4: handed to request 3 on 0 and 1
+  };
+  loop.end = 12'000'000;
+  out.push_back(std::move(loop));
+
+  // Issue 21, case 3: two clients of daemon 0 pass r1 back and forth (LOCK ... WAIT, UNLOCK:
+  // handed over each time) while daemon 1's waiter, refused once, sleeps for the holder's TTL
+  // and finds the lock held again each time it wakes.
+  scenario starve;
+  starve.name = "handover-starves";
+  starve.about = "issue 21 case 3: another daemon's head waiter must get its turn";
+  starve.daemons = 2;
+  starve.resources = {"r1", "warm"};
+  starve.steps = {
+      at(200'000, request(4, 0, "LOCK warm 100")),          // request 0
+      at(300'000, request(0, 0, "LOCK r1 1000")),           // request 1
+      at(310'000, request(2, 1, "LOCK r1 1000 WAIT 6000")), // request 2: daemon 1 waits
+  };
+  // From 320 ms on, every 100 ms: the other client of daemon 0 queues, the holder unlocks.
+  std::uint32_t holder = 0;
+  std::size_t holder_request = 1;
+  std::size_t next_request = 3;
+  for (sim_time t = 320'000; t < 6'000'000; t += 100'000) {
+    const std::uint32_t other = 1 - holder;
+    starve.steps.push_back(at(t, request(other, 0, "LOCK r1 1000 WAIT 5000")));
+    const std::size_t queued = next_request++;
+    starve.steps.push_back(
+        at(t + 50'000, request(holder, 0, "UNLOCK r1 $" + std::to_string(holder_request))));
+    ++next_request;
+    holder = other;
+    holder_request = queued;
+  }
+  starve.end = 8'000'000;
+  out.push_back(std::move(starve));
   return out;
 }
 

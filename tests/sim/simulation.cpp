@@ -214,7 +214,22 @@ setup scripted(const scenario& sc) {
   s.work.clients = 0;
   s.work.hot_resources = 0;
   s.work.cold_resources = 0;
-  s.work.ttl_max_ms = 30000;
+  // The longest TTL asked for: how long after a fault liveness is judged again.
+  s.work.ttl_max_ms = 0;
+  for (const scenario_step& step : sc.steps) {
+    std::vector<std::string> words;
+    for (std::size_t at = 0; at < step.line.size();) {
+      const std::size_t end = std::min(step.line.find(' ', at), step.line.size());
+      words.push_back(step.line.substr(at, end - at));
+      at = end + 1;
+    }
+    const std::size_t ttl_at = words.empty()          ? 0
+                               : words[0] == "LOCK"   ? 2
+                               : words[0] == "EXTEND" ? 3
+                                                      : 0;
+    if (ttl_at != 0 && ttl_at < words.size())
+      s.work.ttl_max_ms = std::max<std::uint64_t>(s.work.ttl_max_ms, std::stoull(words[ttl_at]));
+  }
   s.workload_for = sc.end;
   s.drain = 0;
   s.latency.assign(s.daemons * s.masters, {200, 0});
