@@ -17,6 +17,8 @@ constexpr std::array<std::string_view, script_count> sources = {
     lua_acquire, lua_release,   lua_extend,      lua_fence_bump,
     lua_seed,    lua_hand_over, lua_acquire_wait};
 
+} // namespace
+
 std::string sha1_hex(std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
@@ -31,8 +33,6 @@ std::string sha1_hex(std::string_view text) {
   }
   return out;
 }
-
-} // namespace
 
 std::string_view script_source(script s) {
   return sources[static_cast<std::size_t>(s)];

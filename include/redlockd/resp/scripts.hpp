@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace redlockd {
@@ -22,5 +23,8 @@ inline constexpr std::size_t script_count = 7;
 std::string_view script_source(script s);
 // SHA1 hex of the source, as SCRIPT LOAD / EVALSHA name it.
 std::string_view script_sha(script s);
+// SHA1 of any text as 40 lowercase hex characters: what Redis names a script by (the
+// simulator's masters name the scripts they are sent this way).
+std::string sha1_hex(std::string_view text);
 
 } // namespace redlockd
