@@ -102,7 +102,7 @@ std::uint32_t sim_client::issue(request_record r, const std::string& line) {
   r.daemon = daemon_;
   r.daemon_instance = instance_;
   r.invoke = world_.clock().now();
-  h.requests.push_back(r);
+  h.requests.push_back(std::move(r));
   outstanding_.push_back(index);
   // The session may answer at once (on_reply fills the record in then).
   const std::shared_ptr<sim_session> session = session_;

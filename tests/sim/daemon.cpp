@@ -61,15 +61,18 @@ sim_time sim_daemon::true_time_of(clock_type::time_point when) const {
   return t;
 }
 
-sim_time sim_daemon::backoff(unsigned failures) {
+std::uint64_t sim_daemon::retry_later(unsigned failures, event_type retry, std::size_t master) {
   // As reconnect_backoff (master_connect.cpp): doubling from the minimum, capped, jittered into
-  // [d/2, d].
+  // [d/2, d]. Returns the token the retry event carries.
   const unsigned shift = std::min(failures, 20u);
   const std::uint64_t ceiling = std::min<std::uint64_t>(
       static_cast<std::uint64_t>(cfg_.redis_backoff_min_ms) << shift, cfg_.redis_backoff_max_ms);
-  return random_.between(static_cast<std::int64_t>(ceiling / 2),
-                         static_cast<std::int64_t>(ceiling)) *
-         1000;
+  const sim_time wait =
+      random_.between(static_cast<std::int64_t>(ceiling / 2), static_cast<std::int64_t>(ceiling)) *
+      1000;
+  const std::uint64_t token = next_token_++;
+  clock_.after(wait, *this, event(retry, master), token);
+  return token;
 }
 
 void sim_daemon::start() {
@@ -241,17 +244,13 @@ void sim_daemon::on_connect_failed(std::size_t master, channel_kind kind, std::u
     if (token != l.token || l.st != link_state::state::connecting)
       return;
     l.st = link_state::state::down;
-    ++l.failures;
-    l.token = next_token_++;
-    clock_.after(backoff(l.failures), *this, event(link_retry, master), l.token);
+    l.token = retry_later(++l.failures, link_retry, master);
     return;
   }
   subscriber_state& s = *subscribers_[master];
   if (token != s.token || s.conn != 0)
     return;
-  ++s.failures;
-  s.token = next_token_++;
-  clock_.after(backoff(s.failures), *this, event(subscriber_retry, master), s.token);
+  s.token = retry_later(++s.failures, subscriber_retry, master);
 }
 
 void sim_daemon::on_bytes(const connection_info& c, std::string_view bytes) {
@@ -321,9 +320,7 @@ void sim_daemon::link_lost(std::size_t master) {
   l.pipe.fail_all([&](const request_tag& tag) { engine_->on_failure(master, tag); });
   if (was_up)
     l.failures = 0; // a fresh outage: start again from the shortest backoff
-  ++l.failures;
-  l.token = next_token_++;
-  clock_.after(backoff(l.failures), *this, event(link_retry, master), l.token);
+  l.token = retry_later(++l.failures, link_retry, master);
 }
 
 void sim_daemon::link_bytes(std::size_t master, std::string_view bytes) {
@@ -451,9 +448,7 @@ void sim_daemon::subscriber_lost(std::size_t master) {
     s.failures = 0; // a fresh outage
   s.subscribed = false;
   s.conn = 0;
-  ++s.failures;
-  s.token = next_token_++;
-  clock_.after(backoff(s.failures), *this, event(subscriber_retry, master), s.token);
+  s.token = retry_later(++s.failures, subscriber_retry, master);
 }
 
 void sim_daemon::subscriber_bytes(std::size_t master, std::string_view bytes) {

@@ -153,7 +153,8 @@ class sim_daemon final : public node_io, public daemon_port, public event_target
   }
 
   clock_type::time_point clock_at(sim_time t) const;
-  sim_time backoff(unsigned failures);
+  // Schedules the next connection attempt after the backoff for `failures`; its token.
+  std::uint64_t retry_later(unsigned failures, event_type retry, std::size_t master);
 
   // The link (redis_link's loop, event by event).
   void connect_link(std::size_t master);

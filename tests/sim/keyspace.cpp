@@ -51,6 +51,22 @@ stored* hash_at(command_context& ctx, std::string_view key, bool& wrong) {
   return wrong ? nullptr : value;
 }
 
+// The hash of `key` to write to, created if missing; nullptr (with the error written) when the
+// key holds another type.
+stored* hash_for_write(command_context& ctx, std::string_view key, reply_writer& out) {
+  bool wrong = false;
+  stored* hash = hash_at(ctx, key, wrong);
+  if (wrong) {
+    wrong_type(out);
+    return nullptr;
+  }
+  if (hash == nullptr) {
+    hash = &ctx.keys.create(key);
+    hash->kind = stored::type::hash;
+  }
+  return hash;
+}
+
 std::pair<std::string, std::string>* field_of(stored& hash, std::string_view field) {
   for (auto& entry : hash.fields)
     if (entry.first == field)
@@ -188,16 +204,9 @@ void cmd_hset(command_context& ctx, std::span<const std::string_view> argv, repl
     out.error("ERR wrong number of arguments for 'hset' command");
     return;
   }
-  bool wrong = false;
-  stored* hash = hash_at(ctx, argv[1], wrong);
-  if (wrong) {
-    wrong_type(out);
+  stored* hash = hash_for_write(ctx, argv[1], out);
+  if (hash == nullptr)
     return;
-  }
-  if (hash == nullptr) {
-    hash = &ctx.keys.create(argv[1]);
-    hash->kind = stored::type::hash;
-  }
   std::int64_t added = 0;
   for (std::size_t i = 2; i + 1 < argv.size(); i += 2) {
     if (auto* entry = field_of(*hash, argv[i])) {
@@ -280,16 +289,9 @@ void cmd_hincrby(command_context& ctx, std::span<const std::string_view> argv, r
     not_integer(out);
     return;
   }
-  bool wrong = false;
-  stored* hash = hash_at(ctx, argv[1], wrong);
-  if (wrong) {
-    wrong_type(out);
+  stored* hash = hash_for_write(ctx, argv[1], out);
+  if (hash == nullptr)
     return;
-  }
-  if (hash == nullptr) {
-    hash = &ctx.keys.create(argv[1]);
-    hash->kind = stored::type::hash;
-  }
   auto* entry = field_of(*hash, argv[2]);
   std::int64_t value = 0;
   if (entry != nullptr) {

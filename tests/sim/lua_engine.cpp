@@ -3,12 +3,13 @@
 // across a call that may raise (the writer and the argument views are trivially destructible).
 #include "lua_engine.hpp"
 
+#include "redlockd/resp/scripts.hpp"
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <lua.hpp>
-#include <openssl/evp.h>
 #include <stdexcept>
 #include <utility>
 
@@ -169,20 +170,6 @@ setmetatable(_G, {
 )lua";
 
 } // namespace
-
-std::string sha1_hex(std::string_view text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha1(), nullptr) != 1)
-    throw std::runtime_error("OpenSSL could not compute a SHA-1");
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < size; ++i) {
-    out.push_back(hex[digest[i] >> 4]);
-    out.push_back(hex[digest[i] & 0xf]);
-  }
-  return out;
-}
 
 // Lua allocates through one function; most of what scripts allocate are small strings, tables
 // and closures that die at the end of the call. Blocks up to 256 bytes come from per-size free

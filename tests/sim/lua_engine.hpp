@@ -65,7 +65,4 @@ class lua_engine {
   int calls_since_collect_ = 0;
 };
 
-// SHA-1 of `text` as 40 lowercase hex characters (the name Redis gives a script).
-std::string sha1_hex(std::string_view text);
-
 } // namespace redlockd::sim

@@ -339,7 +339,7 @@ class simulation final : public script_observer,
   std::vector<std::uint32_t> scripted_requests_; // a scenario's requests, as records
   std::unique_ptr<fault_injector> faults_;
   std::unordered_map<std::string, std::uint32_t, text_hash, std::equal_to<>> resource_of_key_;
-  std::unordered_map<std::uint64_t, std::deque<script_meta>> metas_; // per link connection
+  std::vector<std::deque<script_meta>> metas_; // by link connection id (ids are dense)
   script_meta taken_;
   std::vector<instance_book> instances_;
   std::unordered_map<owner_id, std::vector<std::pair<std::size_t, sim_time>>, owner_hash>
@@ -635,6 +635,8 @@ void simulation::on_script(const script_run& run) {
                            .c_str()
                      : "");
   }
+  if (metas_.size() <= run.connection)
+    metas_.resize(run.connection + 1);
   metas_[run.connection].push_back(meta);
   if (meta.resource != none && run.which != script::fence_bump && run.which != script::seed) {
     const auto second = static_cast<std::uint64_t>(clock_.now() / 1'000'000);
@@ -663,16 +665,16 @@ void simulation::track_fence(std::size_t master) {
 }
 
 const script_meta* simulation::take_meta(std::uint64_t connection) {
-  const auto it = metas_.find(connection);
-  if (it == metas_.end() || it->second.empty())
+  if (connection >= metas_.size() || metas_[connection].empty())
     return nullptr;
-  taken_ = it->second.front();
-  it->second.pop_front();
+  taken_ = metas_[connection].front();
+  metas_[connection].pop_front();
   return &taken_;
 }
 
 void simulation::connection_closed(std::uint64_t connection) {
-  metas_.erase(connection);
+  if (connection < metas_.size())
+    std::deque<script_meta>().swap(metas_[connection]);
   last_sample_.erase(connection);
 }
 
