@@ -180,8 +180,11 @@ std::vector<hold> holds_of(const history& h) {
     if (!granted(g))
       continue;
     sim_time end = promised_end(h, f, i);
-    if (!f.unlocks[i].empty())
-      end = std::min(end, h.requests[f.unlocks[i].front()].invoke);
+    for (const std::uint32_t u : f.unlocks[i])
+      if (h.requests[u].invoke >= g.reply) { // the holder's UNLOCK (one sent earlier is not)
+        end = std::min(end, h.requests[u].invoke);
+        break;
+      }
     if (end > g.reply)
       out.push_back({i, g.resource, g.hold, g.reply, end});
   }
@@ -327,7 +330,8 @@ std::vector<violation> check_contract(const history& h) {
     // An UNLOCK of a lock its holder still held, with nothing faulty from the lock's round to
     // the UNLOCK's answer, answers OK.
     if (r.kind == client_op::unlock && r.lock != none && r.result != outcome::pending &&
-        r.result != outcome::ok && f.unlocks[r.lock].front() == i) {
+        r.result != outcome::ok && f.unlocks[r.lock].front() == i && granted(h.requests[r.lock]) &&
+        r.invoke >= h.requests[r.lock].reply) {
       const request_record& g = h.requests[r.lock];
       const sim_time from = attempt_start(g);
       if (r.invoke + 20'000 < promised_end(h, f, r.lock) && !fault_between(h, from, r.reply) &&

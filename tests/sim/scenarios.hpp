@@ -20,7 +20,8 @@ struct scenario_step {
   std::uint32_t masters = 0; // partition, blackhole, heal: a bit set; flushall: the master
   std::uint32_t client = 0;  // request: a client has one connection, to one daemon
   // request: a request line; "$N" stands for the owner the N-th request of the scenario was
-  // granted (counting requests from 0).
+  // granted (counting requests from 0). Such a step waits until that request is granted, and
+  // is dropped if it is refused.
   std::string line;
 };
 

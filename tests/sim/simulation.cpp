@@ -573,6 +573,13 @@ void simulation::run_step(const scenario_step& step) {
     if (dollar != std::string::npos) {
       const auto n = static_cast<std::size_t>(std::stoul(line.substr(dollar + 1)));
       r.lock = scripted_requests_.at(n);
+      if (records_.requests[r.lock].result != outcome::ok) {
+        // Not granted (yet): the step waits for it, a millisecond at a time.
+        if (records_.requests[r.lock].result == outcome::pending)
+          clock_.after(1'000, *this, scenario_step_event,
+                       static_cast<std::uint64_t>(&step - scenario_->steps.data()));
+        return;
+      }
       r.owner = records_.requests[r.lock].owner;
       line = line.substr(0, dollar) + std::string(view(r.owner));
     }
