@@ -54,8 +54,8 @@ struct liveness_bounds {
 // left waiting on a free resource, and a daemon's head waiter is not passed over without bound.
 std::vector<violation> check_liveness(const history& h, const liveness_bounds& bounds = {});
 
-// 6. Bounded work: script calls on a resource's keys per second stay within what the requests
-// on it (and its waiters' and KEEP locks' time) can account for.
+// 6. Bounded work: script calls on a resource's keys over any ten seconds stay within what the
+// requests on it (and its waiters' and KEEP locks' time) can account for.
 std::vector<violation> check_bounded_work(const history& h);
 
 // Every checker above.

@@ -9,24 +9,7 @@
 #include <cmath>
 
 namespace redlockd::sim {
-namespace {
-
-bool is_script_request(request_kind kind) {
-  switch (kind) {
-  case request_kind::acquire:
-  case request_kind::release:
-  case request_kind::extend:
-  case request_kind::fence_bump:
-  case request_kind::hand_over:
-  case request_kind::seed:
-  case request_kind::cleanup:
-    return true;
-  default:
-    return false;
-  }
-}
-
-} // namespace
+namespace {} // namespace
 
 sim_daemon::sim_daemon(std::size_t index, const config& cfg, scheduler& clock, network& net,
                        prng random, daemon_books& books, std::shared_ptr<spdlog::logger> log,
@@ -350,6 +333,8 @@ void sim_daemon::link_bytes(std::size_t master, std::string_view bytes) {
 void sim_daemon::handle_reply(std::size_t master, const request_tag& tag, const redisReply& reply,
                               sim_time sent_at) {
   link_state& l = *links_[master];
+  // The books keep one record per command run on the connection, in order, as the replies.
+  const script_meta* meta = books_.take_meta(l.conn);
   if (tag.kind == request_kind::ping) {
     l.ping_outstanding = false;
     if (const auto time = decode_time(reply)) {
@@ -364,11 +349,7 @@ void sim_daemon::handle_reply(std::size_t master, const request_tag& tag, const 
   }
   // As fleet::on_reply: decoded once, here.
   const script_reply decoded = decode_script_reply(tag.kind, reply);
-  const script_meta* meta = nullptr;
-  const auto* error = std::get_if<error_reply>(&decoded);
-  if (is_script_request(tag.kind) && !(error && error->noscript()))
-    meta = books_.take_meta(l.conn);
-  if (meta)
+  if (meta != nullptr && meta->which)
     books_.script_answered(*this, master, l.conn, tag, *meta, sent_at);
   log_->debug("daemon {} node {}: reply to {} (op {} generation {})", index_, master,
               static_cast<int>(tag.kind), tag.op, tag.generation);

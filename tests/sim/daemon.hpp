@@ -46,8 +46,8 @@ struct script_meta {
 class daemon_books {
  public:
   virtual std::uint32_t new_instance(std::size_t daemon) = 0;
-  // The bookkeeping of the script whose reply is about to be read on `connection` (nullptr if
-  // none: the reply is NOSCRIPT). Valid until the next call.
+  // The bookkeeping of the command whose reply is about to be read on `connection` (one per
+  // command, in order; nullptr if there is none). Valid until the next call.
   virtual const script_meta* take_meta(std::uint64_t connection) = 0;
   // That reply, on `connection`, is handed to the engine next; `sent_at` is when its request
   // was sent (true time).

@@ -96,7 +96,15 @@ void master::execute(std::uint64_t connection, std::string_view bytes, std::stri
     }
     bytes.remove_prefix(used);
     ++commands_run_;
+    const std::size_t reply_from = reply.size();
+    observed_ = false;
     run(connection, argv_, reply);
+    // Every command a link sends is booked, scripts or not, so that the books' record of a
+    // connection stays in step with its replies.
+    if (!observed_ && std::find(subscribed_mode_.begin(), subscribed_mode_.end(), connection) ==
+                          subscribed_mode_.end())
+      observer_.on_script(
+          {index_, connection, std::nullopt, {}, {}, std::string_view(reply).substr(reply_from)});
   }
 }
 
@@ -217,6 +225,7 @@ void master::eval(std::uint64_t connection, std::span<const std::string_view> ar
         if (lua_.sha(static_cast<int>(i)) == script_sha(static_cast<script>(s)))
           which_[i] = static_cast<script>(s);
   }
+  observed_ = true;
   observer_.on_script({index_, connection, which_[static_cast<std::size_t>(index)], keys, args,
                        std::string_view(reply).substr(reply_from)});
 }

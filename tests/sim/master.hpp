@@ -30,8 +30,9 @@ class master_port {
   ~master_port() = default;
 };
 
-// A redlockd script a master ran, for the simulation's bookkeeping (bounded work, key-loss
-// evidence). `reply` is the RESP the master answered.
+// A command a master ran for a connection, for the simulation's bookkeeping (bounded work,
+// key-loss evidence): a script with its KEYS and ARGV, or (no `which`, no keys) anything else.
+// `reply` is the RESP the master answered.
 struct script_run {
   std::size_t master = 0;
   std::uint64_t connection = 0;
@@ -128,6 +129,7 @@ class master final : public publisher {
   std::vector<std::uint64_t> subscribed_mode_;                     // connections in that mode
   std::vector<std::string_view> argv_;                             // parse buffer
   std::uint64_t commands_run_ = 0;
+  bool observed_ = false; // the command being run was booked as a script
 };
 
 // Reads one command (a RESP array of bulk strings, as clients send) from the front of `bytes`

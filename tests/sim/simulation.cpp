@@ -399,10 +399,13 @@ simulation::simulation(const run_options& options)
   for (std::uint32_t c = 0; c < setup_.work.clients; ++c)
     clients_.push_back(std::make_unique<sim_client>(c, *this, random_.fork(), setup_.work));
   if (scenario_)
-    for (const scenario_step& step : scenario_->steps)
+    for (const scenario_step& step : scenario_->steps) {
+      if (step.what == scenario_step::action::request)
+        scripted_requests_.push_back(none);
       while (scripted_clients_.size() <= step.client)
         scripted_clients_.push_back(std::make_unique<scripted_client>(
             static_cast<std::uint32_t>(scripted_clients_.size()), *this));
+    }
   faults_ = std::make_unique<fault_injector>(clock_, random_.fork(), setup_.faults, masters_, *net_,
                                              daemons_, records_, *this);
 }
@@ -573,9 +576,9 @@ void simulation::run_step(const scenario_step& step) {
     if (dollar != std::string::npos) {
       const auto n = static_cast<std::size_t>(std::stoul(line.substr(dollar + 1)));
       r.lock = scripted_requests_.at(n);
-      if (records_.requests[r.lock].result != outcome::ok) {
-        // Not granted (yet): the step waits for it, a millisecond at a time.
-        if (records_.requests[r.lock].result == outcome::pending)
+      if (r.lock == none || records_.requests[r.lock].result != outcome::ok) {
+        // Not sent or not granted (yet): the step waits for it, a millisecond at a time.
+        if (r.lock == none || records_.requests[r.lock].result == outcome::pending)
           clock_.after(1'000, *this, scenario_step_event,
                        static_cast<std::uint64_t>(&step - scenario_->steps.data()));
         return;
@@ -598,8 +601,13 @@ void simulation::run_step(const scenario_step& step) {
     if (const std::size_t wait = line.find(" WAIT "); wait != std::string::npos)
       r.wait_ms = std::stoll(line.substr(wait + 6));
     r.keep = line.find(" KEEP") != std::string::npos;
-    scripted_requests_.push_back(
-        scripted_clients_[step.client]->send(*daemons_[step.daemon], r, line));
+    // Requests are numbered in the order the scenario lists them, whenever they go out.
+    const auto ordinal = static_cast<std::size_t>(
+        std::count_if(scenario_->steps.data(), &step, [](const scenario_step& s) {
+          return s.what == scenario_step::action::request;
+        }));
+    scripted_requests_.at(ordinal) =
+        scripted_clients_[step.client]->send(*daemons_[step.daemon], r, line);
     return;
   }
   }
@@ -609,6 +617,12 @@ void simulation::run_step(const scenario_step& step) {
 // What the masters' scripts do
 
 void simulation::on_script(const script_run& run) {
+  if (metas_.size() <= run.connection)
+    metas_.resize(run.connection + 1);
+  if (!run.which) { // not one of redlockd's scripts: only its place in the connection's order
+    metas_[run.connection].emplace_back();
+    return;
+  }
   script_meta meta;
   meta.which = run.which;
   if (!run.keys.empty())
@@ -627,13 +641,14 @@ void simulation::on_script(const script_run& run) {
                     run.which == script::hand_over || run.which == script::extend))
     if (run.args.size() >= 2)
       meta.ttl_ms = counter_of(run.args[1]);
-  if (options_.verbose) {
+  if (options_.verbose && run.which) {
     static constexpr const char* names[] = {"acquire", "release",   "extend",      "fence_bump",
                                             "seed",    "hand_over", "acquire_wait"};
+    const auto n = static_cast<std::size_t>(*run.which);
     std::fprintf(stderr, "%12.3f ms master %zu conn %llu %s %s %.8s -> %lld%s%s\n",
                  static_cast<double>(clock_.now()) / 1000.0, run.master,
                  static_cast<unsigned long long>(run.connection),
-                 run.which ? names[static_cast<std::size_t>(*run.which)] : "script",
+                 n < std::size(names) ? names[n] : "script",
                  run.keys.empty() ? "" : std::string(run.keys[0]).c_str(), view(meta.owner).data(),
                  static_cast<long long>(meta.result), meta.error ? " (error)" : "",
                  run.which == script::hand_over
