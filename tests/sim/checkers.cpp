@@ -408,8 +408,12 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     bool reported = false;
     for (const std::uint32_t w : waiters[resource]) {
       const request_record& r = h.requests[w];
-      const sim_time wait_end =
+      // It waits until its answer, or until the round that won it the lock started (its OK
+      // may then sit behind an earlier reply on its connection, and even expire there).
+      sim_time wait_end =
           std::min(completion(h, r), r.invoke + static_cast<sim_time>(r.wait_ms) * 1000);
+      if (r.attempt_start >= 0)
+        wait_end = std::min(wait_end, r.attempt_start);
       for (const auto& [fa, fb] : free) {
         for (const auto& [ca, cb] : calm) {
           const sim_time a = std::max({fa, ca, r.invoke});
