@@ -120,11 +120,31 @@ std::string owner_text(const owner_id& owner) {
 }
 
 // Intervals [a, b) during which everything has been healthy for at least `settle`.
+// Intervals [a, b) during which everything has been healthy, and free of faults' effects, for at
+// least `settle`. A fault disturbs from its start to its end, and a clock that jumped back keeps
+// its keys that much longer.
 std::vector<std::pair<sim_time, sim_time>> settled(const history& h, sim_time settle) {
+  std::vector<std::pair<sim_time, sim_time>> disturbed;
+  sim_time cursor = 0;
+  for (const auto& [a, b] : h.healthy) {
+    if (a > cursor)
+      disturbed.emplace_back(cursor, a);
+    cursor = std::max(cursor, b);
+  }
+  disturbed.emplace_back(cursor, h.end);
+  for (const fault_record& f : h.faults) {
+    const sim_time longer =
+        f.kind == fault_kind::master_clock_jump && f.amount < 0 ? -f.amount : 0;
+    disturbed.emplace_back(f.start, f.end + longer);
+  }
+  std::sort(disturbed.begin(), disturbed.end());
   std::vector<std::pair<sim_time, sim_time>> out;
-  for (const auto& [a, b] : h.healthy)
-    if (a + settle < b)
-      out.emplace_back(a + settle, b);
+  cursor = 0;
+  for (const auto& [a, b] : disturbed) {
+    if (a > cursor + settle)
+      out.emplace_back(cursor + settle, a);
+    cursor = std::max(cursor, b);
+  }
   return out;
 }
 
