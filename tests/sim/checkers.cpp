@@ -122,7 +122,7 @@ std::string owner_text(const owner_id& owner) {
 // Intervals [a, b) during which everything has been healthy for at least `settle`.
 // Intervals [a, b) during which everything has been healthy, and free of faults' effects, for at
 // least `settle`. A fault disturbs from its start to its end, and a clock that jumped back keeps
-// its keys that much longer.
+// the keys it had that much longer (jumps add up: a key can outlive every jump since it was set).
 std::vector<std::pair<sim_time, sim_time>> settled(const history& h, sim_time settle) {
   std::vector<std::pair<sim_time, sim_time>> disturbed;
   sim_time cursor = 0;
@@ -132,9 +132,11 @@ std::vector<std::pair<sim_time, sim_time>> settled(const history& h, sim_time se
     cursor = std::max(cursor, b);
   }
   disturbed.emplace_back(cursor, h.end);
+  std::map<std::uint32_t, sim_time> jumped_back; // per master, all its backward jumps so far
   for (const fault_record& f : h.faults) {
-    const sim_time longer =
-        f.kind == fault_kind::master_clock_jump && f.amount < 0 ? -f.amount : 0;
+    sim_time longer = 0;
+    if (f.kind == fault_kind::master_clock_jump && f.amount < 0)
+      longer = jumped_back[f.target] += -f.amount;
     disturbed.emplace_back(f.start, f.end + longer);
   }
   std::sort(disturbed.begin(), disturbed.end());
