@@ -349,6 +349,18 @@ std::vector<violation> check_contract(const history& h) {
                      format("request %u (invoked at %.3f ms) never got a reply on a connection "
                             "that stayed open",
                             i, ms(r.invoke))});
+    // Answered within its rounds: a LOCK's acquisition and up to four fencing rounds, each
+    // bounded by the node timeout; a WAIT's last attempt may start as the wait runs out.
+    if (r.decided >= 0) {
+      const sim_time wait = r.wait_ms > 0 ? r.wait_ms * 1000 : 0;
+      const sim_time bound = wait + wait / 200 + 6 * sim_time{h.node_timeout_ms} * 1000 + 5'000;
+      if (r.decided - r.invoke > bound)
+        out.push_back(
+            {"contract", r.resource, r.decided,
+             format("request %u (invoked at %.3f ms%s) was answered at %.3f ms, later "
+                    "than its rounds allow",
+                    i, ms(r.invoke), r.wait_ms >= 0 ? ", with WAIT" : "", ms(r.decided))});
+    }
     // An UNLOCK of a lock its holder still held, with nothing faulty from the lock's round to
     // the UNLOCK's answer, answers OK.
     if (r.kind == client_op::unlock && r.lock != none && r.result != outcome::pending &&
@@ -363,6 +375,34 @@ std::vector<violation> check_contract(const history& h) {
                               "%s at %.3f ms with nothing faulty",
                               i, r.lock, ms(promised_end(h, f, r.lock)),
                               r.result == outcome::notheld ? "NOTHELD" : "not OK", ms(r.reply))});
+    }
+  }
+  // First come, first served among one daemon's waiters on a resource: no waiter is granted
+  // while an earlier one there still waits.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::uint32_t>> queues;
+  for (std::uint32_t i = 0; i < h.requests.size(); ++i) {
+    const request_record& r = h.requests[i];
+    if (r.kind == client_op::lock && r.wait_ms >= 0)
+      queues[{r.daemon_instance, r.resource}].push_back(i);
+  }
+  for (const auto& [where, waiting] : queues) {
+    for (std::size_t later = 1; later < waiting.size(); ++later) {
+      const request_record& b = h.requests[waiting[later]];
+      if (!granted(b) || b.decided < 0)
+        continue;
+      for (std::size_t earlier = 0; earlier < later; ++earlier) {
+        const request_record& a = h.requests[waiting[earlier]];
+        const sim_time a_left =
+            std::min(a.decided >= 0 ? a.decided : completion(h, a), a.invoke + a.wait_ms * 1000);
+        if (a.invoke < b.invoke && a_left > b.decided) {
+          out.push_back({"contract", b.resource, b.decided,
+                         format("request %u (LOCK ... WAIT, invoked at %.3f ms) was granted at "
+                                "%.3f ms while request %u, queued before it on the same daemon, "
+                                "still waited",
+                                waiting[later], ms(b.invoke), ms(b.decided), waiting[earlier])});
+          break;
+        }
+      }
     }
   }
   return out;
@@ -467,7 +507,9 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
         if (v.daemon_instance == r.daemon_instance && v.invoke < r.invoke)
           head_from = std::max(head_from, completion(h, v));
       }
-      const sim_time head_to = completion(h, r);
+      sim_time head_to = std::min(completion(h, r), r.invoke + r.wait_ms * 1000);
+      if (r.attempt_start >= 0)
+        head_to = std::min(head_to, r.attempt_start);
       std::uint32_t passes = 0;
       for (const std::uint32_t gi : waiting_grants) {
         const request_record& g = h.requests[gi];

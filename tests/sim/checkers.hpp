@@ -42,8 +42,9 @@ std::vector<violation> check_fences(const history& h);
 // 3. No resurrection: an EXTEND invoked after its lock's hold ended, with another grant of the
 // resource in between, is never OK.
 std::vector<violation> check_no_resurrection(const history& h);
-// 4. Contract: one reply per request (none missing on a connection that stayed open), LOST
-// never before its OK, and an UNLOCK of a held lock answers OK when nothing was faulty.
+// 4. Contract: one reply per request (none missing on a connection that stayed open), each
+// decided within its rounds (after its WAIT), LOST never before its OK, an UNLOCK of a held
+// lock answers OK when nothing was faulty, and one daemon's waiters are served in order.
 std::vector<violation> check_contract(const history& h);
 
 struct liveness_bounds {

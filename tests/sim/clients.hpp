@@ -68,6 +68,9 @@ class sim_client final : public client_port, public event_target {
 
   // client_port
   void on_reply(std::uint32_t record, std::string_view line) override;
+  void on_decided(std::uint32_t record) override {
+    world_.records().requests[record].decided = world_.clock().now();
+  }
   void on_extra_reply(std::uint32_t record) override;
   void on_push(std::string_view line) override;
   void on_connection_lost() override;
@@ -116,6 +119,9 @@ class scripted_client final : public client_port {
   std::uint32_t send(sim_daemon& d, request_record r, const std::string& line);
 
   void on_reply(std::uint32_t record, std::string_view line) override;
+  void on_decided(std::uint32_t record) override {
+    world_.records().requests[record].decided = world_.clock().now();
+  }
   void on_extra_reply(std::uint32_t record) override;
   void on_push(std::string_view line) override;
   void on_connection_lost() override;

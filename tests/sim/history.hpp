@@ -45,7 +45,8 @@ struct request_record {
   bool keep = false;
   owner_id owner{}; // LOCK: the owner granted; UNLOCK, EXTEND: the owner named
   sim_time invoke = 0;
-  sim_time reply = -1;
+  sim_time decided = -1; // when the engine answered (the reply may be written later, in order)
+  sim_time reply = -1;   // when the client read it
   outcome result = outcome::pending;
   std::uint64_t fence = 0;
   std::int64_t validity_ms = 0;
@@ -128,6 +129,7 @@ struct history {
   std::uint32_t masters = 0;
   std::uint32_t daemons = 0;
   std::uint64_t lock_delay_ms = 0;
+  std::uint32_t node_timeout_ms = 50;
   double clock_drift_factor = 0.01;
   std::vector<std::string> resources;
   std::vector<request_record> requests;

@@ -54,6 +54,7 @@ void sim_session::deliver(std::uint64_t seq, std::string line) {
     return;
   }
   if (pending_reply* slot = reply_slot(seq)) {
+    client_.on_decided(records_[seq]);
     slot->line = std::move(line);
     write_ready_replies();
   }
@@ -65,6 +66,7 @@ void sim_session::deliver_grant(std::uint64_t seq, grant_reply grant, clock_type
     return;
   }
   if (pending_reply* slot = reply_slot(seq)) {
+    client_.on_decided(records_[seq]);
     slot->grant = std::move(grant);
     write_ready_replies();
   }

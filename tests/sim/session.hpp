@@ -25,6 +25,9 @@ class client_port {
  public:
   // The reply to the request recorded as `record`, a line with its LF.
   virtual void on_reply(std::uint32_t record, std::string_view line) = 0;
+  // The engine answered the request recorded as `record` (written at once or, behind earlier
+  // replies, later).
+  virtual void on_decided(std::uint32_t record) = 0;
   // A second reply to a request that had one.
   virtual void on_extra_reply(std::uint32_t record) = 0;
   // A LOST line.

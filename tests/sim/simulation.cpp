@@ -367,6 +367,7 @@ simulation::simulation(const run_options& options)
   records_.masters = static_cast<std::uint32_t>(setup_.masters);
   records_.daemons = static_cast<std::uint32_t>(setup_.daemons);
   records_.lock_delay_ms = setup_.cfg.lock_delay_ms;
+  records_.node_timeout_ms = setup_.cfg.node_timeout_ms;
   records_.clock_drift_factor = setup_.cfg.clock_drift_factor;
   records_.longest_ttl_ms = setup_.work.ttl_max_ms;
   if (scenario_)

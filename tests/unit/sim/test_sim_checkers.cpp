@@ -253,3 +253,27 @@ TEST_CASE("bounded work: script calls far beyond what the requests account for f
   b.h.work.push_back({0, 10, 20'000}); // a wake-up loop
   CHECK(check_bounded_work(b.h).size() == 1);
 }
+
+TEST_CASE("contract: a request is answered within its rounds, after its WAIT", "[sim]") {
+  builder b;
+  const auto slow = b.waiter(1, 0, 1000 * ms, 3100 * ms, outcome::busy, -1);
+  b.h.requests[slow].decided = 3100 * ms; // no WAIT: 2.1 s is far beyond six node timeouts
+  CHECK(check_contract(b.h).size() == 1);
+  b.h.requests[slow].wait_ms = 2000; // with WAIT 2000 it is on time
+  CHECK(check_contract(b.h).empty());
+}
+
+TEST_CASE("contract: one daemon serves its waiters first come, first served", "[sim]") {
+  builder b;
+  const auto first = b.waiter(1, 0, 1000 * ms, 5000 * ms, outcome::busy, 4000);
+  const auto second = b.waiter(3, 0, 1100 * ms, 1200 * ms, outcome::ok, 4000, 7);
+  b.h.requests[first].decided = 5000 * ms;
+  b.h.requests[second].decided = 1200 * ms;
+  // Clients 1 and 3 are both on daemon 1: the later waiter went first.
+  const auto found = check_contract(b.h);
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].at == 1200 * ms);
+
+  b.h.requests[first].daemon_instance = 0; // on different daemons, their order is not promised
+  CHECK(check_contract(b.h).empty());
+}
