@@ -297,6 +297,8 @@ class simulation final : public script_observer,
     // Per owner, its latest EXTEND round (op << 32 | generation) and the masters that extended.
     std::unordered_map<owner_id, std::pair<std::uint64_t, std::uint32_t>, owner_hash> extend_mask;
     std::unordered_map<owner_id, lease_book, owner_hash> leases;
+    // The engine keeps one lease per resource: a newer grant there replaces the older lease.
+    std::unordered_map<std::uint32_t, owner_id> lease_on;
     std::unordered_map<std::uint64_t, round_book> rounds;
     std::unordered_map<std::uint32_t, std::uint32_t> generation; // the latest round, per operation
   };
@@ -837,6 +839,9 @@ void simulation::granted(std::uint32_t request) {
     r.attempt_start = it->second;
   if (!r.keep) {
     const auto mask = book.grant_mask.find(r.owner);
+    if (const auto older = book.lease_on.find(r.resource); older != book.lease_on.end())
+      book.leases.erase(older->second);
+    book.lease_on[r.resource] = r.owner;
     book.leases[r.owner] = {mask == book.grant_mask.end() ? 0 : mask->second,
                             r.reply + r.validity_ms * 1000 - 2'000,
                             r.attempt_start >= 0 ? r.attempt_start : r.invoke};
