@@ -58,7 +58,8 @@ struct request_record {
   // A LOST line that came for this lock before its OK had (a contract violation).
   bool lost_before_ok = false;
   std::uint32_t extra_replies = 0; // replies beyond the first (a contract violation)
-  // A granted LOCK: when its daemon sent the round that won (validity counts from there).
+  // A granted LOCK (also one whose OK was written too late and read as NOQUORUM): when its
+  // daemon sent the round that won (validity counts from there).
   sim_time attempt_start = -1;
 };
 

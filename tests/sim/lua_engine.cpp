@@ -371,7 +371,6 @@ int lua_engine::call_command(lua_State* L, bool raise) {
     push_error_table(L, refusal);
     return raise ? lua_error(L) : 1;
   }
-  ++self->redis_calls_;
   lua_writer out(L);
   run_command(*self->current_, {argv.data(), static_cast<std::size_t>(argc)}, out);
   if (out.top_error() && raise)

@@ -39,9 +39,6 @@ class lua_engine {
   void run(int script, std::span<const std::string_view> keys,
            std::span<const std::string_view> args, command_context& ctx, reply_writer& out);
 
-  // Calls of redis.call / redis.pcall so far (what the scripts cost the masters).
-  std::uint64_t redis_calls() const { return redis_calls_; }
-
  private:
   static void* allocate(void* self, void* block, std::size_t old_size, std::size_t new_size);
   static int redis_call(lua_State* L);
@@ -61,7 +58,6 @@ class lua_engine {
   int keys_size_ = 0;
   int argv_size_ = 0;
   command_context* current_ = nullptr; // the call being run: what redis.call acts on
-  std::uint64_t redis_calls_ = 0;
   int calls_since_collect_ = 0;
 };
 
