@@ -146,7 +146,7 @@ setup choose(prng& random, const std::string& weaken) {
   w.p_abandon = 0.1 * random.unit();
   w.p_pipeline = 0.2 * random.unit();
   w.p_disconnect = 0.02 * random.unit();
-  w.think_mean = random.log_between(500, 50'000);
+  w.think_mean = random.log_between(2'000, 50'000);
   w.hold_max = 0.2 + 0.8 * random.unit();
 
   s.workload_for = 20'000'000;
@@ -311,12 +311,13 @@ class simulation final : public script_observer,
   };
   enum event_kind : std::uint32_t { sample_health, stop_workload, scenario_step_event };
   void run_step(const scenario_step& step);
-  // Far above a busy run (some 20,000 events per virtual second, 50,000 at most), and far above
-  // what the requests on one resource may cost in a second (check_bounded_work).
-  static constexpr std::uint64_t max_events_per_second = 200'000;
+  // Far above a busy run (some 20,000 events per virtual second, a few 100,000 at most), and far
+  // above what the requests on one resource may cause in a second (check_bounded_work).
+  static constexpr std::uint64_t max_events_per_second = 1'000'000;
   static constexpr std::uint32_t max_calls_per_second = 30'000;
   bool busy_loop_ = false;
   violation runaway_violation() const;
+  std::size_t requests_in_second(std::uint32_t resource, std::uint64_t second) const;
 
   void round_evidence(const sim_daemon& d, const request_tag& tag, const owner_id& owner,
                       std::size_t master, std::int64_t result, bool timely);
@@ -498,6 +499,16 @@ run_result simulation::run() {
   return result;
 }
 
+std::size_t simulation::requests_in_second(std::uint32_t resource, std::uint64_t second) const {
+  // Requests are recorded in the order they are sent: the latest are at the back.
+  std::size_t count = 0;
+  const auto from = static_cast<sim_time>(second) * 1'000'000;
+  for (auto it = records_.requests.rbegin(); it != records_.requests.rend() && it->invoke >= from;
+       ++it)
+    count += it->resource == resource ? 1 : 0;
+  return count;
+}
+
 violation simulation::runaway_violation() const {
   // The resource whose keys the scripts hit most in the last second.
   const auto second = static_cast<std::uint64_t>(clock_.now() / 1'000'000);
@@ -511,8 +522,10 @@ violation simulation::runaway_violation() const {
   char text[256];
   std::snprintf(text, sizeof text,
                 "runaway at %.3f ms: %u script calls on this resource's keys in that second so "
-                "far (stopped at %u calls or %llu events in one second of virtual time)",
-                static_cast<double>(clock_.now()) / 1000.0, calls, max_calls_per_second,
+                "far, for %zu requests on it (stopped past %u calls beyond what they cause, or "
+                "%llu events in one second of virtual time)",
+                static_cast<double>(clock_.now()) / 1000.0, calls,
+                resource == none ? 0 : requests_in_second(resource, second), max_calls_per_second,
                 static_cast<unsigned long long>(max_events_per_second));
   return {"work", resource, clock_.now(), text};
 }
@@ -665,7 +678,11 @@ void simulation::on_script(const script_run& run) {
   metas_[run.connection].push_back(meta);
   if (meta.resource != none && run.which != script::fence_bump && run.which != script::seed) {
     const auto second = static_cast<std::uint64_t>(clock_.now() / 1'000'000);
-    if (++work_[static_cast<std::uint64_t>(meta.resource) << 32 | second] > max_calls_per_second)
+    const std::uint32_t calls = ++work_[static_cast<std::uint64_t>(meta.resource) << 32 | second];
+    // Every so many calls: more than the requests on the resource in this second can cause?
+    if (calls % max_calls_per_second == 0 &&
+        calls >
+            max_calls_per_second + 40 * masters_.size() * requests_in_second(meta.resource, second))
       busy_loop_ = true;
   }
   if (run.which == script::acquire || run.which == script::acquire_wait ||
