@@ -71,9 +71,10 @@ sim_time promised_end(const history& h, const lock_followers& f, std::uint32_t l
   return end;
 }
 
-// Whether `second` (a grant) may have been made over `first_request`'s hold because a master
-// lost that lock's key (FLUSHALL, a forward clock jump) and the daemon that granted `second` had
-// not been told yet: what key-loss detection, per daemon and after the fact, allows.
+// Whether `second` (a grant) may have been made over `first`'s hold because a master lost
+// `first`'s key (FLUSHALL, a forward clock jump) and the daemon that granted `second` had not
+// been told yet: what key-loss detection, per daemon and after the fact, allows. (`first` may
+// also be the later of the two to be answered: its quorum was won before the loss.)
 bool excused_by_key_loss(const history& h, const request_record& first,
                          const request_record& second) {
   const sim_time t0 = attempt_start(second);
@@ -237,7 +238,8 @@ std::vector<violation> check_mutual_exclusion(const history& h) {
       const request_record& second = h.requests[next.request];
       for (const hold* a : active) {
         const request_record& first = h.requests[a->request];
-        if (excused_by_key_loss(h, first, second))
+        // Either holder's key may be the one lost: the other grant then counted that master.
+        if (excused_by_key_loss(h, first, second) || excused_by_key_loss(h, second, first))
           continue;
         out.push_back({"mutual-exclusion", next.resource, next.begin,
                        format("request %u (owner %s, daemon %u) was granted at %.3f ms while "

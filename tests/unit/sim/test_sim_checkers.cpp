@@ -277,3 +277,20 @@ TEST_CASE("contract: one daemon serves its waiters first come, first served", "[
   b.h.requests[first].daemon_instance = 0; // on different daemons, their order is not promised
   CHECK(check_contract(b.h).empty());
 }
+
+TEST_CASE("mutual exclusion: the lost key may be the one of the grant answered last", "[sim]") {
+  builder b;
+  // Request a won its quorum (with master 2) before master 2 was emptied, but its OK came after
+  // request b, which master 2 then granted.
+  const auto a = b.grant(0, 0, 3000 * ms, 500, 1, 'a');
+  b.h.requests[a].attempt_start = 1000 * ms;
+  b.grant(1, 0, 2500 * ms, 500, 2, 'b');
+  data_loss loss;
+  loss.master = 2;
+  loss.at = 2000 * ms;
+  loss.locks.emplace_back(0, owner('a'));
+  b.h.losses.push_back(loss);
+  CHECK(check_mutual_exclusion(b.h).empty());
+  b.h.losses.clear();
+  CHECK(check_mutual_exclusion(b.h).size() == 1);
+}
