@@ -4,7 +4,8 @@
 // which request a reply answers. Counts only what completes inside the measured window.
 // With several daemon addresses, connection i of each kind goes to address i % n; one process, one
 // steady clock, so a hand-over (UNLOCK sent -> the next LOCK OK for that resource) can be timed
-// across daemons.
+// across daemons. An address may be a Unix-domain socket (unix:PATH, the daemon's listen_unix).
+// With --masters, the masters' CPU (INFO cpu) over the window is reported per cycle too.
 // clang-format off
 #include <utility> // before any Asio header: Boost 1.74 misses it in <boost/asio/awaitable.hpp>
 // clang-format on
@@ -35,6 +36,7 @@ namespace {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+using stream_socket = net::generic::stream_protocol::socket; // TCP or a Unix-domain socket
 using clock_type = std::chrono::steady_clock;
 
 constexpr std::string_view usage = R"(usage: redlock-bench [options]
@@ -53,15 +55,19 @@ constexpr std::string_view usage = R"(usage: redlock-bench [options]
   --idle N         hold N idle connections during the run (each has sent one PING); the daemon
                    must allow N + 1 connections (max_connections), N open files here and there
   --addr HOST:PORT[,HOST:PORT...]  daemon address(es) (default 127.0.0.1:7400); connection i of
-                   each kind (cycling, KEEP, waiter, idle) goes to address i % n
+                   each kind (cycling, KEEP, waiter, idle) goes to address i % n; unix:PATH is a
+                   Unix-domain socket (the daemon's listen_unix)
   --daemon-pid PID[,PID...]  read the daemons' CPU time and RSS from /proc/PID (reported summed;
                    the text output also shows each daemon's CPU)
+  --masters HOST:PORT[,HOST:PORT...]  Redis masters whose CPU over the window (INFO cpu:
+                   used_cpu_sys + used_cpu_user) is reported, summed, per cycle
   --json           print one JSON line
 )";
 
 struct address {
-  std::string host, port;
-  std::string text() const { return host + ":" + port; }
+  std::string host, port; // or, for a Unix-domain socket, the path in host and an empty port
+  bool is_unix() const { return port.empty(); }
+  std::string text() const { return is_unix() ? "unix:" + host : host + ":" + port; }
 };
 
 struct options {
@@ -79,12 +85,23 @@ struct options {
   int idle = 0;
   std::vector<address> addrs{{"127.0.0.1", "7400"}};
   std::vector<int> daemon_pids;
+  std::vector<address> masters;
   bool json = false;
 };
 
 [[noreturn]] void die(const std::string& message) {
   std::cerr << "redlock-bench: " << message << '\n';
   std::exit(1);
+}
+
+// "HOST:PORT" or "unix:PATH".
+address parse_address(std::string_view text, const char* what) {
+  if (text.rfind("unix:", 0) == 0 && text.size() > 5)
+    return {std::string(text.substr(5)), ""};
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == text.size())
+    die(std::string(what) + " wants HOST:PORT (or unix:PATH), got '" + std::string(text) + "'");
+  return {std::string(text.substr(0, colon)), std::string(text.substr(colon + 1))};
 }
 
 template <typename T>
@@ -152,13 +169,12 @@ options parse_options(int argc, char** argv) {
       opts.json = true;
     else if (arg == "--addr") {
       opts.addrs.clear();
-      for (const auto addr : split_list(value(), "--addr")) {
-        const auto colon = addr.rfind(':');
-        if (colon == std::string_view::npos)
-          die("--addr wants HOST:PORT[,HOST:PORT...]");
-        opts.addrs.push_back(
-            {std::string(addr.substr(0, colon)), std::string(addr.substr(colon + 1))});
-      }
+      for (const auto addr : split_list(value(), "--addr"))
+        opts.addrs.push_back(parse_address(addr, "--addr"));
+    } else if (arg == "--masters") {
+      opts.masters.clear();
+      for (const auto addr : split_list(value(), "--masters"))
+        opts.masters.push_back(parse_address(addr, "--masters"));
     } else if (arg == "-h" || arg == "--help") {
       std::cout << usage;
       std::exit(0);
@@ -297,7 +313,7 @@ enum class role { cycler, keeper, waiter, idle };
 struct connection {
   connection(net::io_context& io, role r)
       : socket(io), kind(r), in(r == role::idle ? idle_read_buffer_bytes : read_buffer_bytes) {}
-  tcp::socket socket;
+  stream_socket socket;
   role kind;
   std::uint32_t addr = 0; // index into options::addrs
   std::vector<char> in;
@@ -327,9 +343,12 @@ class bench {
   }
 
   int run() {
-    tcp::resolver resolver(io_);
     for (const auto& a : opts_.addrs)
-      endpoints_.push_back(resolver.resolve(a.host, a.port));
+      endpoints_.push_back(resolve(a));
+    for (const auto& m : opts_.masters) {
+      masters_.push_back(std::make_unique<stream_socket>(io_));
+      masters_.back()->connect(resolve(m));
+    }
     for (const int pid : opts_.daemon_pids)
       rss_before_kb_ += process_rss_kb(pid);
     setup_keepers();
@@ -369,6 +388,48 @@ class bench {
   }
 
  private:
+  stream_socket::endpoint_type resolve(const address& a) {
+    if (a.is_unix())
+      return net::local::stream_protocol::endpoint(a.host);
+    tcp::resolver resolver(io_);
+    return resolver.resolve(a.host, a.port).begin()->endpoint();
+  }
+
+  // The masters' summed used_cpu_sys + used_cpu_user (INFO cpu), in µs; 0 without --masters.
+  // Synchronous: at the window's edges only.
+  double masters_cpu_us() {
+    double total = 0;
+    for (std::size_t i = 0; i < masters_.size(); ++i) {
+      auto& socket = *masters_[i];
+      net::write(socket, net::buffer(std::string_view("INFO cpu\r\n")));
+      std::string reply; // "$<length>\r\n<body>\r\n"
+      std::size_t header_end = std::string::npos, length = 0;
+      char chunk[4096];
+      while (header_end == std::string::npos || reply.size() < header_end + 2 + length + 2) {
+        reply.append(chunk, socket.read_some(net::buffer(chunk)));
+        if (header_end == std::string::npos &&
+            (header_end = reply.find("\r\n")) != std::string::npos) {
+          if (reply[0] != '$')
+            die("INFO cpu on " + opts_.masters[i].text() +
+                " answered: " + reply.substr(0, header_end));
+          length = parse_number<std::size_t>(std::string_view(reply).substr(1, header_end - 1),
+                                             "INFO length");
+        }
+      }
+      for (const std::string_view field : {"used_cpu_sys:", "used_cpu_user:"}) {
+        const auto at = reply.find(field);
+        if (at == std::string::npos)
+          die("INFO cpu on " + opts_.masters[i].text() + " has no " + std::string(field));
+        const auto end = reply.find("\r\n", at);
+        total += parse_number<double>(
+                     std::string_view(reply).substr(at + field.size(), end - at - field.size()),
+                     "INFO cpu") *
+                 1e6;
+      }
+    }
+    return total;
+  }
+
   template <typename Seconds>
   static clock_type::duration to_duration(Seconds s) {
     return std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(s));
@@ -380,10 +441,11 @@ class bench {
     c.addr = next_addr_[static_cast<std::size_t>(kind)]++ %
              static_cast<std::uint32_t>(endpoints_.size());
     boost::system::error_code ec;
-    net::connect(c.socket, endpoints_[c.addr], ec);
+    c.socket.connect(endpoints_[c.addr], ec);
     if (ec)
       die("cannot connect to " + opts_.addrs[c.addr].text() + ": " + ec.message());
-    c.socket.set_option(tcp::no_delay(true));
+    if (!opts_.addrs[c.addr].is_unix())
+      c.socket.set_option(tcp::no_delay(true));
     return c;
   }
 
@@ -486,7 +548,7 @@ class bench {
     for (std::size_t i = 0; i < infos_.size(); ++i) {
       auto& info = *infos_[i];
       if (!info.socket.is_open())
-        net::connect(info.socket, endpoints_[i]);
+        info.socket.connect(endpoints_[i]);
       net::write(info.socket, net::buffer(std::string_view("INFO\n")));
       const std::string reply = read_line_sync(info);
       const std::string needle = "\"" + std::string(key) + "\":";
@@ -663,6 +725,7 @@ class bench {
     measuring_ = true;
     window_start_ = clock_type::now();
     client_cpu0_ = self_cpu_us();
+    masters_cpu_ = masters_cpu_us();
     daemon_cpu_each_.clear();
     for (const int pid : opts_.daemon_pids)
       daemon_cpu_each_.push_back(process_cpu_us(pid));
@@ -673,6 +736,7 @@ class bench {
     stopping_ = true;
     window_seconds_ = std::chrono::duration<double>(clock_type::now() - window_start_).count();
     client_cpu_ = self_cpu_us() - client_cpu0_;
+    masters_cpu_ = masters_cpu_us() - masters_cpu_;
     for (std::size_t i = 0; i < opts_.daemon_pids.size(); ++i) {
       daemon_cpu_each_[i] = process_cpu_us(opts_.daemon_pids[i]) - daemon_cpu_each_[i];
       daemon_cpu_ += daemon_cpu_each_[i];
@@ -705,6 +769,7 @@ class bench {
     const double cycles = static_cast<double>(counts_.cycles);
     const double per_s = cycles / window_seconds_;
     auto per_cycle = [&](std::uint64_t us) { return counts_.cycles ? us / cycles : 0.0; };
+    auto per_cycle_double = [&](double us) { return counts_.cycles ? us / cycles : 0.0; };
     const double daemon_pct = static_cast<double>(daemon_cpu_) / (window_seconds_ * 1e4);
     char buffer[2048];
     if (opts_.json) {
@@ -736,7 +801,10 @@ class bench {
           static_cast<unsigned long long>(rss_end_kb_), daemon_keep_locks_, daemon_waiters_);
       std::string line = buffer;
       line.pop_back(); // the closing brace: the fields below came later
-      std::snprintf(buffer, sizeof buffer, ",\"addrs\":%zu,\"daemon_cpu_us_each\":[",
+      std::snprintf(buffer, sizeof buffer,
+                    ",\"masters\":%zu,\"masters_cpu_us\":%.0f,\"masters_cpu_us_per_cycle\":%.2f,"
+                    "\"addrs\":%zu,\"daemon_cpu_us_each\":[",
+                    opts_.masters.size(), masters_cpu_, per_cycle_double(masters_cpu_),
                     opts_.addrs.size());
       line += buffer;
       for (std::size_t i = 0; i < daemon_cpu_each_.size(); ++i)
@@ -806,14 +874,18 @@ class bench {
         std::printf("  pid %-9d %.1f us/cycle, %.1f %% of one core\n", opts_.daemon_pids[i],
                     per_cycle(daemon_cpu_each_[i]),
                     static_cast<double>(daemon_cpu_each_[i]) / (window_seconds_ * 1e4));
+    if (!opts_.masters.empty())
+      std::printf("masters       %.1f us/cycle (INFO cpu of %zu masters, summed)\n",
+                  per_cycle_double(masters_cpu_), opts_.masters.size());
     std::printf("daemon INFO   keep_locks %lld, waiters %lld (at the end of the window%s)\n",
                 daemon_keep_locks_, daemon_waiters_, opts_.addrs.size() > 1 ? ", summed" : "");
   }
 
   const options& opts_;
   net::io_context io_{1};
-  std::vector<tcp::resolver::results_type> endpoints_; // one per opts_.addrs
-  std::array<std::uint32_t, 4> next_addr_{};           // per role: round-robin over endpoints_
+  std::vector<stream_socket::endpoint_type> endpoints_; // one per opts_.addrs
+  std::vector<std::unique_ptr<stream_socket>> masters_; // one per opts_.masters (INFO cpu)
+  std::array<std::uint32_t, 4> next_addr_{};            // per role: round-robin over endpoints_
   std::vector<std::unique_ptr<connection>> conns_;
   std::vector<std::string> names_;
   std::string ttl_text_, lock_suffix_;
@@ -837,6 +909,7 @@ class bench {
   clock_type::time_point window_start_;
   double window_seconds_ = 0;
   std::uint64_t client_cpu0_ = 0, client_cpu_ = 0, daemon_cpu_ = 0;
+  double masters_cpu_ = 0;                     // at the window's start, then used over it
   std::vector<std::uint64_t> daemon_cpu_each_; // per --daemon-pid: at the start, then used
   std::uint64_t rss_before_kb_ = 0, rss_end_kb_ = 0;
   long long daemon_keep_locks_ = -1, daemon_waiters_ = -1;

@@ -124,3 +124,60 @@ console.log("| --- | ---: | ---: | ---: | ---: |");
 for (const line of rows) console.log(line);
 const keep_check = m("mem_keep", "daemon_keep_locks"), wait_check = m("mem_waiters", "daemon_waiters");
 console.log(`\n(INFO during the memory runs: keep_locks ${keep_check}, waiters ${wait_check}.)`);
+
+// What a cycle costs, R=10,000, C=50, 1 in flight: the daemon's CPU and the masters' (INFO cpu),
+// beside node-redlock and plain Redlock (SET NX PX + compare-and-delete: the masters' floor).
+const cpu = (label, field) => n(m(label, field), 1);
+const floor = m("plain_low", "masters_cpu_us_per_cycle");
+console.log("\nPer cycle, R=10,000, C=50, 1 in flight (µs of CPU per lock + unlock cycle; masters: " +
+            "INFO cpu used_cpu_sys + used_cpu_user, summed over the 5):\n");
+console.log("| client | cycles/s | daemon CPU µs/cycle | masters CPU µs/cycle | masters / floor |");
+console.log("| --- | ---: | ---: | ---: | ---: |");
+for (const [label, name] of [["low_p1", "redlockd (TCP loopback)"],
+                             ["low_p1_unix", "redlockd (Unix socket)"],
+                             ["low_p8", "redlockd, 8 in flight per connection"],
+                             ["node_low", "node-redlock (retryCount 0)"],
+                             ["plain_low", "plain Redlock: SET NX PX + compare-and-delete (floor)"]]) {
+  const has_daemon = label.startsWith("low_");
+  console.log(`| ${name} | ${n(m(label, "cycles_per_s"))} | ` +
+              `${has_daemon ? cpu(label, "daemon_cpu_us_per_cycle") : "-"} | ` +
+              `${cpu(label, "masters_cpu_us_per_cycle")} | ` +
+              `${ratio(m(label, "masters_cpu_us_per_cycle"), floor)} |`);
+}
+const tcp = m("low_p1", "daemon_cpu_us_per_cycle"), local = m("low_p1_unix", "daemon_cpu_us_per_cycle");
+console.log(`\nUnix socket / TCP loopback (1 in flight): cycles/s ` +
+            `${ratio(m("low_p1_unix", "cycles_per_s"), m("low_p1", "cycles_per_s"))}, daemon CPU per ` +
+            `cycle ${ratio(local, tcp)}, acquire p50 / p99 ${ms(m("low_p1_unix", "acquire_p50_us"))} / ` +
+            `${ms(m("low_p1_unix", "acquire_p99_us"))} ms against ${ms(m("low_p1", "acquire_p50_us"))} / ` +
+            `${ms(m("low_p1", "acquire_p99_us"))} ms.`);
+
+// The peers a careful engineer would consider instead, each through its own strongest client.
+if (runs.some((r) => r.label === "etcd_low" || r.label === "zk_low")) {
+  console.log("\nPeers, same run (etcd 3.4 and ZooKeeper 3.8, 3 members each on loopback, default " +
+              "durability: fsync; 50 workers; WAIT / lock wait 10 s on hot resources):\n");
+  console.log("| workload | redlockd | node-redlock | etcd (Go clientv3 Mutex) | " +
+              "ZooKeeper (Curator InterProcessMutex) | redlockd / etcd | redlockd / ZooKeeper |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+  const lat = (label) => m(label, "acquires") > 0 || m(label, "cycles") > 0
+    ? `${ms(m(label, "acquire_p50_us"))} / ${ms(m(label, "acquire_p99_us"))}` : "n/a";
+  for (const [what, ours, node, etcd, zk] of [
+    ["uncontended R=10,000, 1 in flight", "low_p1", "node_low", "etcd_low", "zk_low"],
+    ["hot R=10, waiting (node: default retries)", "contended", "node_contended", "etcd_contended",
+     "zk_contended"]]) {
+    const c = m(ours, "cycles_per_s");
+    console.log(`| ${what}: cycles/s | ${n(c)} | ${n(m(node, "cycles_per_s"))} | ` +
+                `${n(m(etcd, "cycles_per_s"))} | ${n(m(zk, "cycles_per_s"))} | ` +
+                `${ratio(c, m(etcd, "cycles_per_s"))} | ${ratio(c, m(zk, "cycles_per_s"))} |`);
+    console.log(`|   acquire p50 / p99 ms | ${lat(ours)} | ${lat(node)} | ${lat(etcd)} | ${lat(zk)} | ` +
+                `${ratio(m(etcd, "acquire_p99_us"), m(ours, "acquire_p99_us"))} lower p99 | ` +
+                `${ratio(m(zk, "acquire_p99_us"), m(ours, "acquire_p99_us"))} lower p99 |`);
+    const server = m(ours, "daemon_cpu_us_per_cycle") + m(ours, "masters_cpu_us_per_cycle");
+    console.log(`|   server CPU µs/cycle (redlockd: daemon + masters) | ${n(server, 1)} | ` +
+                `${cpu(node, "masters_cpu_us_per_cycle")} | ${cpu(etcd, "server_cpu_us_per_cycle")} | ` +
+                `${cpu(zk, "server_cpu_us_per_cycle")} | | |`);
+    console.log(`|   failed acquires / errors per run | ${n(m(ours, "busy"))} BUSY / ` +
+                `${n(m(ours, "errors"))} | ${n(m(node, "failed_acquires"))} / ${n(m(node, "errors"))} | ` +
+                `${n(m(etcd, "failed_acquires"))} / ${n(m(etcd, "errors"))} | ` +
+                `${n(m(zk, "failed_acquires"))} / ${n(m(zk, "errors"))} | | |`);
+  }
+}

@@ -1,14 +1,21 @@
 // node-redlock peer for scripts/bench: C async workers cycle acquire + release over R resources.
 //   node redlock-bench.mjs --nodes 127.0.0.1:7101,... [-c 50] [-r 10000] [-d 10] [--warmup 2]
 //                          [--ttl 10000] [--retry 0|default] [--autopipeline on|off]
+//                          [--mode redlock|plain]
+// --mode plain is the floor of a Redlock cycle on the masters: SET key value NX PX ttl on every
+// master, a majority wins, then a compare-and-delete script (EVALSHA) on every master; no
+// retries, no extension, nothing else (the same autopipelined ioredis connections).
 // Prints one JSON line. Cycles count when their release completes inside the window; acquire
-// latencies count for acquisitions that start inside it (the method of perf-anchors.md).
+// latencies count for acquisitions that start inside it (the method of perf-anchors.md). The
+// masters' CPU over the window (INFO cpu: used_cpu_sys + used_cpu_user) is reported per cycle.
+import { randomBytes } from "node:crypto";
 import Redis from "ioredis";
 import Redlock from "redlock";
 
 const args = {
   nodes: "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005",
   c: 50, r: 10000, d: 10, warmup: 2, ttl: 10000, retry: "0", autopipeline: "on", prefix: "nr:",
+  mode: "redlock",
 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i += 2) {
@@ -27,9 +34,47 @@ const clients = args.nodes.split(",").map((address) => {
 });
 await Promise.all(clients.map((c) => c.ping()));
 
+if (args.mode !== "redlock" && args.mode !== "plain") {
+  console.error(`--mode wants redlock or plain, got ${args.mode}`);
+  process.exit(64);
+}
 const settings = args.retry === "default" ? {} : { retryCount: Number(args.retry) };
 const redlock = new Redlock(clients, settings);
 redlock.on("error", () => {}); // per-node "no" votes are expected under contention
+
+// The plain Redlock cycle (--mode plain).
+const quorum = Math.floor(clients.length / 2) + 1;
+for (const c of clients) {
+  c.defineCommand("compareAndDelete", {
+    numberOfKeys: 1,
+    lua: 'if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0',
+  });
+}
+const releasePlain = (key, value) =>
+  Promise.all(clients.map((c) => c.compareAndDelete(key, value).catch(() => 0)));
+const plain = {
+  async acquire(key, ttl) {
+    const value = randomBytes(20).toString("hex");
+    const votes = await Promise.all(clients.map((c) =>
+      c.set(key, value, "PX", ttl, "NX").then((r) => r === "OK", () => false)));
+    if (votes.filter(Boolean).length >= quorum) return { release: () => releasePlain(key, value) };
+    await releasePlain(key, value);
+    throw Object.assign(new Error("no quorum"), { name: "ExecutionError" });
+  },
+};
+const acquire = args.mode === "plain"
+  ? (resource, ttl) => plain.acquire(resource, ttl)
+  : (resource, ttl) => redlock.acquire([resource], ttl);
+
+// Summed used_cpu_sys + used_cpu_user of the masters, in µs.
+async function mastersCpuUs() {
+  const infos = await Promise.all(clients.map((c) => c.info("cpu")));
+  let total = 0;
+  for (const info of infos)
+    for (const field of ["used_cpu_sys", "used_cpu_user"])
+      total += Number(info.match(new RegExp(`${field}:([0-9.]+)`))[1]) * 1e6;
+  return total;
+}
 
 const latencies = []; // acquire latencies in µs, window only
 let cycles = 0, failed = 0, release_failed = 0, errors = 0;
@@ -42,7 +87,7 @@ async function worker() {
     const counted = measuring;
     let lock;
     try {
-      lock = await redlock.acquire([resource], args.ttl);
+      lock = await acquire(resource, args.ttl);
     } catch (e) {
       if (measuring) {
         if (e && e.name === "ExecutionError") ++failed; else ++errors;
@@ -61,6 +106,7 @@ async function worker() {
 
 const workers = Array.from({ length: args.c }, () => worker());
 await new Promise((resolve) => setTimeout(resolve, args.warmup * 1000));
+const m0 = await mastersCpuUs();
 const u0 = process.cpuUsage();
 const t0 = process.hrtime.bigint();
 measuring = true;
@@ -68,6 +114,7 @@ await new Promise((resolve) => setTimeout(resolve, args.d * 1000));
 measuring = false;
 const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
 const u1 = process.cpuUsage(u0);
+const masters_us = (await mastersCpuUs()) - m0;
 running = false;
 await Promise.all(workers);
 await Promise.all(clients.map((c) => c.quit()));
@@ -76,10 +123,12 @@ latencies.sort((a, b) => a - b);
 const pct = (p) => latencies.length ? latencies[Math.min(latencies.length - 1,
                                                           Math.floor(p * latencies.length))] : 0;
 console.log(JSON.stringify({
-  tool: "node-redlock", redlock: "5.0.0-beta.2", autopipeline: args.autopipeline === "on",
+  tool: args.mode === "plain" ? "plain-redlock" : "node-redlock", redlock: "5.0.0-beta.2",
+  autopipeline: args.autopipeline === "on",
   retry: args.retry, c: args.c, r: args.r, ttl: args.ttl, seconds,
   cycles, cycles_per_s: cycles / seconds, failed_acquires: failed, failed_releases: release_failed,
   errors, acquire_p50_us: pct(0.5), acquire_p99_us: pct(0.99), acquire_p999_us: pct(0.999),
   client_cpu_us_per_cycle: cycles ? (u1.user + u1.system) / cycles : 0,
+  masters_cpu_us_per_cycle: cycles ? masters_us / cycles : 0,
 }));
 process.exit(0);

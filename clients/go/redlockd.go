@@ -632,6 +632,42 @@ func (c *Client) Extend(ctx context.Context, resource, owner string, ttl time.Du
 	return 0, replyError(reply)
 }
 
+// Status is the STATUS of a resource, read from the masters (never its owner).
+type Status struct {
+	// Held: a LOCK now would be refused.
+	Held bool
+	// Remaining is how long at least before a LOCK could succeed, unless the holder releases
+	// the lock; 0 when it is free.
+	Remaining time.Duration
+}
+
+// Status asks whether resource is locked (STATUS). It returns a *NoQuorumError when too few
+// masters answered to say.
+func (c *Client) Status(ctx context.Context, resource string) (Status, error) {
+	if err := checkToken(resource, "resource"); err != nil {
+		return Status{}, err
+	}
+	reply, _, err := c.do(ctx, &call{line: "STATUS " + resource, reply: make(chan result, 1)})
+	if err != nil {
+		return Status{}, err
+	}
+	return parseStatus(reply)
+}
+
+// parseStatus reads STATUS's "OK HELD <pttl_ms>" or "OK FREE".
+func parseStatus(reply string) (Status, error) {
+	parts := strings.Split(reply, " ")
+	if len(parts) == 3 && parts[0] == "OK" && parts[1] == "HELD" {
+		if ms, err := strconv.ParseInt(parts[2], 10, 64); err == nil && ms >= 0 {
+			return Status{Held: true, Remaining: time.Duration(ms) * time.Millisecond}, nil
+		}
+	}
+	if reply == "OK FREE" {
+		return Status{}, nil
+	}
+	return Status{}, replyError(reply)
+}
+
 // Ping sends PING.
 func (c *Client) Ping(ctx context.Context) error {
 	reply, _, err := c.do(ctx, &call{line: "PING", reply: make(chan result, 1)})

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	redlockd "redlockd.dev/client"
+	redlockd "github.com/redlockd/redlockd/clients/go"
 )
 
 func dial(t *testing.T, addrs []string, opts ...redlockd.Option) *redlockd.Client {
@@ -63,8 +63,17 @@ func TestLockUnlockAndContention(t *testing.T) {
 	if v, err := l.Extend(bg(), 20*time.Second); err != nil || v <= 10*time.Second {
 		t.Fatalf("Extend: %v %v", v, err)
 	}
+	if s, err := b.Status(bg(), "go:basic"); err != nil || !s.Held || s.Remaining <= 10*time.Second || s.Remaining > 20*time.Second {
+		t.Fatalf("Status while held: %+v %v", s, err)
+	}
 	if err := l.Unlock(bg()); err != nil {
 		t.Fatalf("Unlock: %v", err)
+	}
+	if s, err := b.Status(bg(), "go:basic"); err != nil || s != (redlockd.Status{}) {
+		t.Fatalf("Status once released: %+v %v, want free", s, err)
+	}
+	if _, err := b.Status(bg(), "two words"); err == nil {
+		t.Fatalf("Status of a resource with a space must be refused before it is sent")
 	}
 	if err := a.Unlock(bg(), "go:basic", l.Owner()); !errors.Is(err, redlockd.ErrNotHeld) {
 		t.Fatalf("Unlock twice: %v, want ErrNotHeld", err)
@@ -273,6 +282,9 @@ func TestLostWhenThreeMastersDie(t *testing.T) {
 	var nq *redlockd.NoQuorumError
 	if !errors.As(err, &nq) || nq.Needed != 3 {
 		t.Fatalf("Lock with two masters: %v, want NOQUORUM", err)
+	}
+	if _, err := c.Status(bg(), "go:lost2"); !errors.Is(err, redlockd.ErrNoQuorum) {
+		t.Fatalf("Status with two masters: %v, want NOQUORUM", err)
 	}
 }
 

@@ -1,4 +1,5 @@
-// Types for the redlockd client (index.js).
+// Types for the redlockd client (index.js). `await using` needs TypeScript 5.2 or later with
+// the esnext.disposable library (or @types/node 20), as for any disposable.
 import type { ConnectionOptions } from "node:tls";
 
 export class RedlockdError extends Error {}
@@ -54,6 +55,72 @@ export interface AcquireOptions {
   signal?: AbortSignal;
 }
 
+/** STATUS of a resource, read from the masters (never its owner). */
+export interface Status {
+  /** A LOCK now would be refused. */
+  held: boolean;
+  /** ms at least before a LOCK could succeed, unless the holder releases it; 0 when free. */
+  remaining: number;
+}
+
+/** A master's state in INFO. */
+export type NodeState =
+  | "ok"
+  | "connecting"
+  | "down"
+  | "down:auth"
+  | "quarantined:restart"
+  | "quarantined:keyloss"
+  | "quarantined:clock"
+  | "refused:eviction";
+
+/** One master in INFO, in configuration order. */
+export interface NodeInfo {
+  address: string;
+  state: NodeState;
+  /** Last round trip in µs, -1 until measured. */
+  rtt_us: number;
+  /** ms before its votes count again; 0 if not quarantined. */
+  quarantined_ms: number;
+  /** Its maxmemory-policy is not noeviction. */
+  evicts_keys: boolean;
+  /** The daemon's subscriber to the master's wake channel is up. */
+  wake_subscribed: boolean;
+  [field: string]: unknown;
+}
+
+/** INFO's counters since the daemon started (proto/PROTOCOL.md lists them all). */
+export interface Counters {
+  acquired: number;
+  busy: number;
+  noquorum: number;
+  released: number;
+  extended: number;
+  notheld: number;
+  lost: number;
+  renewed: number;
+  [counter: string]: number;
+}
+
+/** INFO: the daemon's state. Fields a newer daemon adds are there too, untyped. */
+export interface Info {
+  version: string;
+  uptime_s: number;
+  /** Votes a lock needs. */
+  quorum: number;
+  nodes: NodeInfo[];
+  counters: Counters;
+  /** The largest fencing token this daemon has seen or handed out. */
+  fence_high_water: number;
+  /** The longest TTL granted on the fleet, in ms. */
+  max_ttl_granted: number;
+  clients: number;
+  operations_in_flight: number;
+  waiters: number;
+  keep_locks: number;
+  [field: string]: unknown;
+}
+
 export class Lease {
   readonly resource: string;
   /** The capability to unlock or extend: treat it like a password. */
@@ -68,10 +135,14 @@ export class Lease {
   /** Aborted (reason: LockLostError) on LOST or connection loss (KEEP), or when the validity runs out (plain). */
   readonly signal: AbortSignal;
   readonly lost: boolean;
+  /** ms of guaranteed validity left (0 once lost). */
+  remaining(): number;
   /** EXTEND to ttl ms from now; resolves to the new validity in ms. */
   extend(ttl: number): Promise<number>;
   /** UNLOCK; rejects with NotHeldError if it had run out without having been reported lost. */
   release(): Promise<void>;
+  /** `await using lease = await client.acquire(...)`: released at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 export class Client {
@@ -86,8 +157,16 @@ export class Client {
   unlock(resource: string, owner: string): Promise<void>;
   /** Resolves to the new validity in ms. */
   extend(resource: string, owner: string, ttl: number): Promise<number>;
+  /** STATUS; rejects with NoQuorumError when too few masters answered to say. */
+  status(resource: string): Promise<Status>;
   ping(): Promise<void>;
-  info(): Promise<Record<string, unknown>>;
+  /** HELLO: "redlockd <version> proto=1 nodes=N quorum=Q". */
+  hello(): Promise<string>;
+  info(): Promise<Info>;
   /** Closes the connection; the daemon releases this client's KEEP locks. */
   close(): void;
+  /** `using client = new Client(...)`: closed at the end of the scope. */
+  [Symbol.dispose](): void;
+  /** `await using client = new Client(...)`: closed at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void>;
 }

@@ -119,6 +119,62 @@ function parseAddress(address) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Requests and replies: each request's line and the reading of its reply, no I/O. A new kind of
+// request is one line builder and one reply parser here.
+
+function lockLine(resource, { ttl, wait, keep }) {
+  let line = `LOCK ${token(resource, "resource")} ${millis(ttl, "ttl")}`;
+  if (wait !== undefined) line += ` WAIT ${millis(wait, "wait", 0)}`;
+  if (keep) line += " KEEP";
+  return line;
+}
+
+/** LOCK's `OK <owner> <fence> <validity_ms>`. */
+function parseGrant(reply, resource) {
+  const parts = reply.split(" ");
+  if (parts[0] !== "OK" || parts.length !== 4) throw replyError(reply, resource);
+  return { owner: parts[1], fence: BigInt(parts[2]), validity: Number(parts[3]) };
+}
+
+function expectOk(reply, resource) {
+  if (reply !== "OK") throw replyError(reply, resource);
+}
+
+/** EXTEND's `OK <validity_ms>`. */
+function parseValidity(reply, resource) {
+  const parts = reply.split(" ");
+  if (parts[0] !== "OK" || parts.length !== 2) throw replyError(reply, resource);
+  return Number(parts[1]);
+}
+
+/** STATUS's `OK HELD <pttl_ms>` or `OK FREE`. */
+function parseStatus(reply, resource) {
+  const parts = reply.split(" ");
+  if (parts[0] === "OK" && parts[1] === "HELD" && parts.length === 3) return { held: true, remaining: Number(parts[2]) };
+  if (reply === "OK FREE") return { held: false, remaining: 0 };
+  throw replyError(reply, resource);
+}
+
+function parsePong(reply) {
+  if (reply !== "PONG") throw replyError(reply);
+}
+
+/** HELLO's `OK redlockd <version> proto=1 ...`, without the OK. */
+function parseHello(reply) {
+  if (!reply.startsWith("OK ")) throw replyError(reply);
+  return reply.slice(3);
+}
+
+function parseInfo(reply) {
+  if (!reply.startsWith("OK ")) throw replyError(reply);
+  return JSON.parse(reply.slice(3));
+}
+
+// Symbol.asyncDispose (await using) exists from Node 20.4 on.
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose");
+const dispose = Symbol.dispose ?? Symbol.for("Symbol.dispose");
+
+// ---------------------------------------------------------------------------------------------
 // One connection
 
 class KeepState {
@@ -341,6 +397,16 @@ export class Lease {
     return validity;
   }
 
+  /** ms of guaranteed validity left (0 once lost). */
+  remaining() {
+    return this.signal.aborted ? 0 : Math.max(0, this.expiresAt - performance.now());
+  }
+
+  /** `await using lease = await client.acquire(...)` releases it at the end of the scope. */
+  [asyncDispose]() {
+    return this.release();
+  }
+
   /** UNLOCK. Rejects with NotHeldError if it had run out, unless it was reported lost already. */
   async release() {
     if (this.#released) return;
@@ -459,12 +525,10 @@ export class Client {
       auth?.catch(() => {});
       hello.catch(() => {});
       if (auth) {
-        const reply = await auth;
-        if (reply !== "OK") throw replyError(reply);
+        expectOk(await auth);
       }
-      const reply = await hello;
-      if (!reply.startsWith("OK ")) throw replyError(reply);
-      if (!reply.includes(" proto=1")) throw new ServerError("PROTOCOL", `not a redlockd speaking protocol 1: ${reply}`);
+      const version = parseHello(await hello);
+      if (!` ${version}`.includes(" proto=1")) throw new ServerError("PROTOCOL", `not a redlockd speaking protocol 1: ${version}`);
       return conn;
     } catch (error) {
       conn.close();
@@ -509,13 +573,10 @@ export class Client {
    * abandons the request). Rejects with LockBusyError, NoQuorumError, ServerError...
    */
   async acquire(resource, { ttl, wait, keep = false, signal } = {}) {
-    let line = `LOCK ${token(resource, "resource")} ${millis(ttl, "ttl")}`;
-    if (wait !== undefined) line += ` WAIT ${millis(wait, "wait", 0)}`;
-    if (keep) line += " KEEP";
+    const line = lockLine(resource, { ttl, wait, keep });
     const { reply, conn, entry } = await this.#call(line, { resource, keep, isLock: true, wait: wait ?? 0 }, signal);
-    const parts = reply.split(" ");
-    if (parts[0] !== "OK" || parts.length !== 4) throw replyError(reply, resource);
-    return new Lease(this, resource, parts[1], BigInt(parts[2]), Number(parts[3]), keep, entry.state ?? null, keep ? conn : null);
+    const { owner, fence, validity } = parseGrant(reply, resource);
+    return new Lease(this, resource, owner, fence, validity, keep, entry.state ?? null, keep ? conn : null);
   }
 
   /** Runs fn(lease) under the lock and releases it afterwards, also when fn throws. */
@@ -539,26 +600,40 @@ export class Client {
 
   async unlock(resource, owner) {
     const { reply } = await this.#call(`UNLOCK ${token(resource, "resource")} ${token(owner, "owner")}`);
-    if (reply !== "OK") throw replyError(reply, resource);
+    expectOk(reply, resource);
   }
 
   /** EXTEND; resolves to the validity in ms. */
   async extend(resource, owner, ttl) {
     const { reply } = await this.#call(`EXTEND ${token(resource, "resource")} ${token(owner, "owner")} ${millis(ttl, "ttl")}`);
-    const parts = reply.split(" ");
-    if (parts[0] !== "OK" || parts.length !== 2) throw replyError(reply, resource);
-    return Number(parts[1]);
+    return parseValidity(reply, resource);
+  }
+
+  /**
+   * STATUS: { held, remaining } (remaining: ms at least before a LOCK could succeed, unless it is
+   * released; 0 when free), read from the masters, never naming the owner. Rejects with
+   * NoQuorumError when too few masters answered to say.
+   */
+  async status(resource) {
+    const { reply } = await this.#call(`STATUS ${token(resource, "resource")}`);
+    return parseStatus(reply, resource);
   }
 
   async ping() {
     const { reply } = await this.#call("PING");
-    if (reply !== "PONG") throw replyError(reply);
+    parsePong(reply);
   }
 
+  /** HELLO: "redlockd <version> proto=1 nodes=N quorum=Q". */
+  async hello() {
+    const { reply } = await this.#call("HELLO");
+    return parseHello(reply);
+  }
+
+  /** INFO: the daemon's state (see the Info type in index.d.ts). */
   async info() {
     const { reply } = await this.#call("INFO");
-    if (!reply.startsWith("OK ")) throw replyError(reply);
-    return JSON.parse(reply.slice(3));
+    return parseInfo(reply);
   }
 
   /** Closes the connection; the daemon then releases this client's KEEP locks. */
@@ -566,5 +641,15 @@ export class Client {
     this.#closed = true;
     this.#conn?.close();
     this.#conn = null;
+  }
+
+  /** `using client = new Client(...)` closes it at the end of the scope. */
+  [dispose]() {
+    this.close();
+  }
+
+  /** `await using client = new Client(...)` closes it at the end of the scope. */
+  async [asyncDispose]() {
+    this.close();
   }
 }

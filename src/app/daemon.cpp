@@ -1,6 +1,7 @@
 // The composition root: builds the fleet of Redis links, the lock engine, the status reader,
-// the client listener, the metrics server and the supervisor, wires them together and runs the
-// loop. What they report lives in status_info.cpp; signals and shutdown in supervisor.cpp.
+// the client listener, the metrics server (with the status page) and the supervisor, wires them
+// together and runs the loop. What they report lives in status_info.cpp; signals and shutdown in
+// supervisor.cpp.
 #include "redlockd/app/daemon.hpp"
 
 #include "redlockd/app/daemon_parts.hpp"
@@ -10,6 +11,7 @@
 #include "redlockd/lock/lock_engine.hpp"
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/lock/status_query.hpp"
+#include "redlockd/metrics/counter_rates.hpp"
 #include "redlockd/metrics/metrics.hpp"
 #include "redlockd/metrics/metrics_server.hpp"
 #include "redlockd/net/net.hpp"
@@ -62,6 +64,9 @@ void log_startup_summary(spdlog::logger& log, const config& cfg) {
   log.info("redlockd {} listening on {} ({}) with {} nodes (quorum {}{}): {}", REDLOCKD_VERSION,
            cfg.listen.to_string(), client_security, cfg.nodes.size(), quorum(cfg.nodes.size()),
            cfg.redis_tls ? ", over TLS" : "", nodes);
+  if (!cfg.listen_unix.empty())
+    log.info("also listening on the Unix socket {} (mode {:04o}, plaintext)", cfg.listen_unix,
+             cfg.listen_unix_mode);
   log.info("node timeout {} ms, ttl {}..{} ms, drift factor {}, key prefix '{}', fence key '{}'",
            cfg.node_timeout_ms, cfg.min_ttl_ms, cfg.max_ttl_ms, cfg.clock_drift_factor,
            cfg.key_prefix, cfg.fence_key);
@@ -87,10 +92,12 @@ struct daemon::impl {
         server(io, context),
         metrics(io,
                 {[this] { return render_metrics(snapshot(parts)); },
-                 [this] { return masters.usable_count() >= quorum(cfg.nodes.size()); }},
+                 [this] { return masters.usable_count() >= quorum(cfg.nodes.size()); },
+                 [this] { return status_page(parts, rates); },
+                 [this] { return status_json(parts, rates); }},
                 log),
         parts{cfg, log, masters, engine, status_reads, context, server, metrics, started},
-        life(io, parts, std::move(reload)) {
+        rates(started), life(io, parts, std::move(reload)) {
     context.info_json = [this] { return info_json(parts); };
     context.status = &status_reads;
     masters.route_to(engine, status_reads);
@@ -124,6 +131,7 @@ struct daemon::impl {
   listener server;
   metrics_server metrics;
   daemon_parts parts;
+  counter_rates rates; // the status page's rates between two of its requests
   supervisor life;
 };
 
@@ -136,6 +144,8 @@ int daemon::run() {
   impl& d = *impl_;
   d.load_certificates();
   d.server.listen(d.cfg.listen);
+  if (!d.cfg.listen_unix.empty())
+    d.server.listen_unix(d.cfg.listen_unix, d.cfg.listen_unix_mode);
   if (!d.cfg.metrics_listen.empty())
     d.metrics.start(parse_endpoint(d.cfg.metrics_listen));
   log_startup_summary(*d.log, d.cfg);

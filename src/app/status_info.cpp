@@ -1,16 +1,21 @@
-// INFO and /metrics: read from the links, the engine, the client server and the session
-// counters; nothing here changes any of them.
+// INFO, /metrics and the status page: read from the links, the engine, the client server and the
+// session counters; nothing here changes any of them.
 #include "redlockd/app/status_info.hpp"
 
 #include "redlockd/app/fleet.hpp"
 #include "redlockd/lock/redlock.hpp"
+#include "redlockd/metrics/counter_rates.hpp"
 #include "redlockd/metrics/metrics_server.hpp"
+#include "redlockd/metrics/status_page.hpp"
 #include "redlockd/server/listener.hpp"
 
 #include <nlohmann/json.hpp>
 
 namespace redlockd {
 namespace {
+
+// The most locks and waiting resources the status page and /v1/status list (by name).
+constexpr std::size_t status_rows = 1000;
 
 std::string_view state_name(redis_link::state s) {
   switch (s) {
@@ -65,7 +70,10 @@ std::string_view node_state(const daemon_parts& parts, std::size_t node) {
   return state;
 }
 
-std::string info_json(const daemon_parts& parts) {
+namespace {
+
+// The INFO document; /v1/status adds to it.
+nlohmann::json info_document(const daemon_parts& parts) {
   nlohmann::json nodes = nlohmann::json::array();
   for (std::size_t i = 0; i < parts.masters.size(); ++i) {
     const redis_link& link = parts.masters.link(i);
@@ -78,7 +86,7 @@ std::string info_json(const daemon_parts& parts) {
                      {"wake_subscribed", parts.masters.wake_subscribed(i)}});
   }
   const lock_engine& engine = parts.engine;
-  const nlohmann::json doc = {
+  return {
       {"version", REDLOCKD_VERSION},
       {"uptime_s",
        std::chrono::duration_cast<std::chrono::seconds>(clock_type::now() - parts.started).count()},
@@ -92,7 +100,72 @@ std::string info_json(const daemon_parts& parts) {
       {"waiters", engine.waiters()},
       {"keep_locks", engine.keep_locks()},
   };
-  return doc.dump();
+}
+
+// The locks granted here that are still valid and the waiters per resource, at most
+// status_rows of each (by resource name), with their totals.
+void add_locks_and_waiters(nlohmann::json& doc, const lock_engine& engine) {
+  const clock_type::time_point now = clock_type::now();
+  const std::vector<held_lock> held = engine.held_locks();
+  nlohmann::json locks = nlohmann::json::array();
+  for (std::size_t i = 0; i < held.size() && i < status_rows; ++i) {
+    const held_lock& lock = held[i];
+    locks.push_back({{"resource", lock.resource},
+                     {"kind", lock.kind},
+                     {"label", lock.label},
+                     {"keep", lock.keep},
+                     {"fence", lock.fence},
+                     {"valid_ms", ms_until(now, lock.valid_until)}});
+  }
+  doc["locks"] = std::move(locks);
+  doc["locks_total"] = held.size();
+  const std::vector<resource_waiters> queues = engine.waiting();
+  nlohmann::json waiting = nlohmann::json::array();
+  for (std::size_t i = 0; i < queues.size() && i < status_rows; ++i)
+    waiting.push_back({{"resource", queues[i].resource}, {"waiters", queues[i].waiters}});
+  doc["waiting"] = std::move(waiting);
+  doc["waiting_total"] = queues.size();
+}
+
+// The counters' rates over the last few seconds and since the start.
+nlohmann::json rates_json(const nlohmann::json& counters, double uptime_s, counter_rates& rates) {
+  counter_rates::counters current;
+  for (const auto& [name, value] : counters.items())
+    current.emplace(name, value.get<std::uint64_t>());
+  const counter_rates::rates recent = rates.observe(clock_type::now(), current);
+  nlohmann::json since_start = nlohmann::json::object();
+  for (const auto& [name, value] : current)
+    since_start[name] = uptime_s > 0 ? static_cast<double>(value) / uptime_s : 0.0;
+  return {{"window_s", recent.window_s},
+          {"per_s", recent.per_s},
+          {"since_start_per_s", std::move(since_start)}};
+}
+
+nlohmann::json status_document(const daemon_parts& parts, counter_rates& rates) {
+  nlohmann::json doc = info_document(parts);
+  std::size_t voting = 0;
+  for (std::size_t i = 0; i < parts.masters.size(); ++i)
+    voting += node_state(parts, i) == "ok" ? 1 : 0;
+  doc["nodes_voting"] = voting;
+  const double uptime_s = std::chrono::duration<double>(clock_type::now() - parts.started).count();
+  doc["rates"] = rates_json(doc["counters"], uptime_s, rates);
+  add_locks_and_waiters(doc, parts.engine);
+  doc["refresh_s"] = status_refresh_s;
+  return doc;
+}
+
+} // namespace
+
+std::string info_json(const daemon_parts& parts) {
+  return info_document(parts).dump();
+}
+
+std::string status_json(const daemon_parts& parts, counter_rates& rates) {
+  return status_document(parts, rates).dump();
+}
+
+std::string status_page(const daemon_parts& parts, counter_rates& rates) {
+  return render_status_page(status_document(parts, rates));
 }
 
 metrics_snapshot snapshot(const daemon_parts& parts) {
@@ -109,11 +182,17 @@ metrics_snapshot snapshot(const daemon_parts& parts) {
   s.master_restarts = c.restarts;
   s.master_clock_jumps = c.clock_jumps;
   s.master_key_losses = c.key_losses;
+  s.master_clock_jumps_backward = c.clock_jumps_backward;
   s.auth_failures = parts.context.auth_failures;
+  s.delayed = c.delayed;
+  s.handovers = c.handovers;
+  s.wakeups = c.wakeups;
   s.keep_locks = engine.keep_locks();
   s.waiters = engine.waiters();
   s.clients = parts.server.clients();
+  s.operations_in_flight = engine.operations_in_flight();
   s.fence_high_water = engine.fence_high_water();
+  s.max_ttl_granted_ms = engine.max_ttl_granted();
   s.uptime_seconds = std::chrono::duration<double>(clock_type::now() - parts.started).count();
   for (std::size_t i = 0; i < parts.masters.size(); ++i) {
     const redis_link& link = parts.masters.link(i);
@@ -121,6 +200,8 @@ metrics_snapshot snapshot(const daemon_parts& parts) {
                        engine.status_of(i).remaining_ms, node_state(parts, i)});
   }
   s.acquire_latency = &engine.acquire_latency();
+  s.acquire_round = &engine.acquire_round_latency();
+  s.acquire_wait = &engine.acquire_wait_latency();
   s.process = read_process_metrics();
   return s;
 }

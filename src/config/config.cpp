@@ -1,7 +1,7 @@
 // Parsing and validation of the daemon's JSON configuration. One table per kind of key (integer,
 // string, flag) names each key's member and its rule; parse_config and validate both read them,
-// so a range is written once. Keys with structure (listen, nodes, clock_drift_factor,
-// metrics_listen, tls, redis_tls) keep small dedicated code.
+// so a range is written once. Keys with structure (listen, listen_unix_mode, nodes,
+// clock_drift_factor, metrics_listen, tls, redis_tls) keep small dedicated code.
 #include "redlockd/config/config.hpp"
 
 #include <nlohmann/json.hpp>
@@ -115,6 +115,15 @@ void check_log_level(std::string_view key, const std::string& value) {
     fail(key, "must be one of trace, debug, info, warn, error, critical, off");
 }
 
+// sockaddr_un's sun_path holds 108 bytes with the terminating NUL (Linux).
+constexpr std::size_t max_unix_path = 107;
+
+void check_unix_path(std::string_view key, const std::string& value) {
+  if (!value.empty() && (value.front() != '/' || value.size() > max_unix_path))
+    fail(key, "must be empty or an absolute path of at most " + std::to_string(max_unix_path) +
+                  " bytes");
+}
+
 // A string key: the member it sets and the rule validate() applies (none for file paths).
 struct string_key {
   std::string_view name;
@@ -124,6 +133,7 @@ struct string_key {
 
 constexpr string_key string_keys[] = {
     {"key_prefix", &config::key_prefix, check_token},
+    {"listen_unix", &config::listen_unix, check_unix_path},
     {"fence_key", &config::fence_key, check_fence_key},
     {"log_format", &config::log_format, check_log_format},
     {"log_file", &config::log_file, nullptr},
@@ -175,6 +185,21 @@ endpoint get_endpoint(const json& value, std::string_view key) {
   } catch (const config_error& e) {
     fail(key, e.what());
   }
+}
+
+// listen_unix_mode: permission bits, written in octal ("0660", "660", "0600").
+std::uint32_t get_file_mode(const json& value, std::string_view key) {
+  const std::string text = get_string(value, key);
+  std::uint32_t mode = 0;
+  const bool octal =
+      !text.empty() && text.size() <= 4 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '7'; });
+  if (octal)
+    for (const char c : text)
+      mode = mode * 8 + static_cast<std::uint32_t>(c - '0');
+  if (!octal || mode > 0777)
+    fail(key, "must be octal permission bits such as \"0660\" (at most \"0777\")");
+  return mode;
 }
 
 // A file path inside a TLS block: a non-empty string.
@@ -243,6 +268,8 @@ master_tls get_master_tls(const json& block, std::string_view key) {
 bool read_structured_key(config& cfg, const std::string& key, const json& value) {
   if (key == "listen") {
     cfg.listen = get_endpoint(value, key);
+  } else if (key == "listen_unix_mode") {
+    cfg.listen_unix_mode = get_file_mode(value, key);
   } else if (key == "nodes") {
     if (!value.is_array() || value.empty())
       fail(key, "must be a non-empty array of \"host:port\" strings");
@@ -318,6 +345,8 @@ void validate(const config& cfg) {
   for (const string_key& key : string_keys)
     if (key.check != nullptr)
       key.check(key.name, cfg.*key.member);
+  if (cfg.listen_unix_mode > 0777)
+    fail("listen_unix_mode", "must be octal permission bits of at most \"0777\"");
   if (!(cfg.clock_drift_factor >= 0.0 && cfg.clock_drift_factor <= 0.1))
     fail("clock_drift_factor", "must be a number between 0 and 0.1");
   validate_integers(cfg);

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <initializer_list>
 
 namespace redlockd::ctl {
@@ -21,13 +22,14 @@ commands:
                                          the masters (never the owner)
   info                                   the daemon's state
   ping                                   check that the daemon answers
-  run RESOURCE [--ttl DUR] [--wait DUR] [--kill-after DUR] -- CMD [ARGS...]
-                                         run CMD while holding a KEEP lock (default --ttl 10s)
+  run RESOURCE [--ttl DUR] [--wait DUR] [--kill-after DUR] [--conflict-exit-code N]
+      -- CMD [ARGS...]                   run CMD while holding a KEEP lock (default --ttl 10s)
 
 Options go anywhere before a "--", as --name VALUE or --name=VALUE, each at most once:
   --addr HOST:PORT[,HOST:PORT...]
                     the daemon; with a list, the next address is tried when one cannot be
-                    connected to (default: $REDLOCKD_ADDR, else 127.0.0.1:7400)
+                    connected to (default: $REDLOCKD_ADDR, else 127.0.0.1:7400); unix:PATH
+                    is the daemon's Unix socket (listen_unix), plaintext
   --timeout DUR     connect and reply timeout, WAIT excluded (default 5s)
   --secret-file PATH  send AUTH with the secret in PATH (without its trailing newline) right
                     after connecting (default: $REDLOCKD_CLIENT_SECRET when set, else no AUTH;
@@ -39,12 +41,17 @@ Options go anywhere before a "--", as --name VALUE or --name=VALUE, each at most
   --cert FILE       client certificate, for a daemon that requires one ($REDLOCKD_CERT)
   --key FILE        its private key (default: $REDLOCKD_KEY, else the --cert file)
                     --cacert, --cert and --key imply --tls.
-  -o, --output FMT  text (default) or json, for lock, extend, status and info
+  -o, --output FMT  text (default) or json: one JSON object per command (run: after CMD
+                    ended, {"resource","fence","exit_code","lost"})
   --ttl DUR, --wait DUR, --kill-after DUR
-                    for the commands above that take them
+                    for the commands above that take them; a --wait longer than the daemon's
+                    max_ttl_ms is waited for in several LOCK ... WAIT requests
+  --conflict-exit-code N
+                    run: exit with N (0-255) instead of 1 when the lock is held by someone
+                    else, as flock -E does, to tell it from CMD's own exit 1
   --version         print the version
   -h, --help        this text
-  DUR is a number with its unit: 250ms, 30s, 5m or 1h.
+  DUR is numbers with units, largest first: 250ms, 1.5s, 1m30s, 2h (whole milliseconds).
 
 run: the command runs directly (no shell) in its own process group, with REDLOCK_RESOURCE,
 REDLOCK_OWNER, REDLOCK_FENCE and REDLOCK_VALIDITY_MS set. redlockctl keeps the lock's connection
@@ -67,8 +74,9 @@ exit codes:
        none was given (ERR NOAUTH)
   64   bad usage
  run:  the command's exit code, 128+N if a signal N ended it (143 SIGTERM, 137 SIGKILL after
-       the lock was lost); 1 busy, 2 no quorum, 6 authentication failed, 125 any other failure
-       before the command ran, 126 command not executable, 127 command not found.
+       the lock was lost); 1 (or --conflict-exit-code) busy, 2 no quorum, 6 authentication
+       failed, 125 any other failure before the command ran, 126 command not executable, 127
+       command not found.
 )";
 
 namespace {
@@ -112,6 +120,7 @@ struct cli_grammar {
   CLI::App app{"redlockctl", "redlockctl"};
   bool help = false;
   bool version = false;
+  std::string conflict_exit_code;    // checked by check_options_fit
   std::vector<CLI::Option*> options; // every option, each allowed at most once
   // Per entry of command_specs: its subcommand and the values of its positionals.
   std::vector<std::pair<CLI::App*, std::vector<std::string>>> commands;
@@ -139,6 +148,7 @@ cli_grammar::cli_grammar(command_line& line) {
       single(app.add_option("--ttl", line.ttl)),
       single(app.add_option("--wait", line.wait)),
       single(app.add_option("--kill-after", line.kill_after)),
+      single(app.add_option("--conflict-exit-code", conflict_exit_code)),
   };
   commands.reserve(command_specs.size()); // the positionals are bound by address
   for (const auto& spec : command_specs) {
@@ -209,11 +219,12 @@ void refuse_unless_for(const CLI::App& app, const command_line& line, const char
 }
 
 // Options that only some commands take, and what each command needs besides its positionals.
-void check_options_fit(const CLI::App& app, const command_line& line, bool has_dashes) {
+void check_options_fit(const CLI::App& app, command_line& line, bool has_dashes,
+                       const std::string& conflict_exit_code) {
   refuse_unless_for(app, line, "--ttl", {"lock", "extend", "run"});
   refuse_unless_for(app, line, "--wait", {"lock", "run"});
   refuse_unless_for(app, line, "--kill-after", {"run"});
-  refuse_unless_for(app, line, "--output", {"lock", "extend", "status", "info"});
+  refuse_unless_for(app, line, "--conflict-exit-code", {"run"});
   if (line.output != "text" && line.output != "json")
     throw usage_error("--output: '" + line.output + "' is not text or json");
   if (line.command == "run" && !has_dashes)
@@ -224,6 +235,15 @@ void check_options_fit(const CLI::App& app, const command_line& line, bool has_d
     throw usage_error(line.command + ": unexpected '--'");
   if ((line.command == "lock" || line.command == "extend") && app.count("--ttl") == 0)
     throw usage_error(line.command + ": --ttl is required");
+  if (app.count("--conflict-exit-code") > 0) {
+    int code = -1;
+    const char* end = conflict_exit_code.data() + conflict_exit_code.size();
+    const auto [stop, ec] = std::from_chars(conflict_exit_code.data(), end, code);
+    if (ec != std::errc{} || stop != end || code < 0 || code > 255)
+      throw usage_error("--conflict-exit-code: '" + conflict_exit_code +
+                        "' is not an exit code (0 to 255)");
+    line.conflict_exit_code = code;
+  }
 }
 
 } // namespace
@@ -246,7 +266,7 @@ command_line parse_command_line(const std::vector<std::string>& args) {
   if (grammar.version)
     throw version_requested{};
   take_command(grammar, line);
-  check_options_fit(grammar.app, line, has_dashes);
+  check_options_fit(grammar.app, line, has_dashes, grammar.conflict_exit_code);
   return line;
 }
 
@@ -256,7 +276,8 @@ std::chrono::milliseconds duration_of(const std::string& flag, const std::string
                       text + "m or " + text + "h");
   const auto value = parse_duration(text);
   if (!value)
-    throw usage_error(flag + ": bad duration '" + text + "' (e.g. 250ms, 30s, 5m, 1h)");
+    throw usage_error(flag + ": bad duration '" + text +
+                      "' (e.g. 250ms, 1.5s, 1m30s, 1h; whole milliseconds)");
   return *value;
 }
 

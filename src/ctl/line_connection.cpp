@@ -11,6 +11,7 @@
 #include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 namespace redlockd::ctl {
@@ -37,6 +38,29 @@ std::string openssl_error(const char* fallback) {
   char text[256];
   ERR_error_string_n(code, text, sizeof text);
   return text;
+}
+
+// A connected Unix-domain socket to the daemon's listen_unix path.
+int connect_unix(std::string_view address, std::string_view path) {
+  sockaddr_un where{};
+  where.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof where.sun_path)
+    throw connection_error("bad address '" + std::string(address) +
+                           "' (want unix:/path/to/socket)");
+  path.copy(where.sun_path, path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    throw connection_error(std::string("cannot create a socket: ") + std::strerror(errno));
+  // A local connect completes at once (or fails: no such file, no permission, nobody listening).
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&where), sizeof where) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw connection_error("cannot connect to " + std::string(address) + ": " +
+                           std::strerror(error));
+  }
+  // Like the TCP path: the reads and writes below poll a non-blocking descriptor.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fd;
 }
 
 } // namespace
@@ -135,6 +159,13 @@ void line_connection::start_tls(const std::string& host, const tls_options& opti
 
 line_connection::line_connection(std::string_view address, std::chrono::milliseconds timeout,
                                  const std::optional<tls_options>& tls) {
+  if (address.starts_with("unix:")) {
+    // The daemon's Unix socket is plaintext: the file's permissions decide who may connect.
+    if (tls)
+      throw connection_error("--tls does not apply to a unix: address (the socket is plaintext)");
+    fd_ = connect_unix(address, address.substr(5));
+    return;
+  }
   std::string host;
   std::string port;
   if (address.starts_with('[')) {

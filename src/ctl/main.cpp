@@ -2,6 +2,7 @@
 // with failover to the next address, AUTH, sending the command (or `run`), and main().
 #include "redlockd/ctl/command_line.hpp"
 #include "redlockd/ctl/line_connection.hpp"
+#include "redlockd/ctl/long_wait.hpp"
 #include "redlockd/ctl/output.hpp"
 #include "redlockd/ctl/run_command.hpp"
 
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -155,6 +157,8 @@ int run_command(const command_line& line, const connection_settings& settings) {
     options.wait = duration_of("--wait", line.wait);
   if (!line.kill_after.empty())
     options.kill_after = duration_of("--kill-after", line.kill_after);
+  options.conflict_exit_code = line.conflict_exit_code;
+  options.json = line.output == "json";
   const std::string secret = client_secret(line.secret_file);
   try {
     const auto connection = connect_any(settings.addresses, settings.timeout, settings.tls, secret);
@@ -168,43 +172,55 @@ int run_command(const command_line& line, const connection_settings& settings) {
   }
 }
 
-// A request line, and how long LOCK ... WAIT may wait on top of the timeout.
+// A request line; for LOCK with --wait, the wait (sent by lock_with_wait, as long as asked) and
+// the TTL.
 struct daemon_request {
   std::string line;
-  std::chrono::milliseconds wait{0};
+  std::optional<std::chrono::milliseconds> wait;
+  std::chrono::milliseconds ttl{0};
 };
+
+// A request without a wait.
+daemon_request plain(std::string line) {
+  daemon_request request;
+  request.line = std::move(line);
+  return request;
+}
 
 // The request for every command but run.
 daemon_request request_for(const command_line& line) {
   const auto& positional = line.positional;
   const std::string& command = line.command;
   if (command == "lock") {
-    daemon_request request{"LOCK " + positional[0] + " " + ms(duration_of("--ttl", line.ttl))};
-    if (!line.wait.empty()) {
+    daemon_request request;
+    request.ttl = duration_of("--ttl", line.ttl);
+    request.line = "LOCK " + positional[0] + " " + ms(request.ttl);
+    if (!line.wait.empty())
       request.wait = duration_of("--wait", line.wait);
-      request.line += " WAIT " + ms(request.wait);
-    }
     return request;
   }
   if (command == "unlock")
-    return {"UNLOCK " + positional[0] + " " + positional[1]};
+    return plain("UNLOCK " + positional[0] + " " + positional[1]);
   if (command == "extend")
-    return {"EXTEND " + positional[0] + " " + positional[1] + " " +
-            ms(duration_of("--ttl", line.ttl))};
+    return plain("EXTEND " + positional[0] + " " + positional[1] + " " +
+                 ms(duration_of("--ttl", line.ttl)));
   if (command == "status")
-    return {"STATUS " + positional[0]};
+    return plain("STATUS " + positional[0]);
   if (command == "info")
-    return {"INFO"};
-  return {"PING"};
+    return plain("INFO");
+  return plain("PING");
 }
 
-// One request, one reply, printed; then QUIT.
+// One request (LOCK ... WAIT: as many as the wait takes), its reply printed; then QUIT.
 int send_command(const command_line& line, const connection_settings& settings) {
   const daemon_request request = request_for(line);
   const std::string secret = client_secret(line.secret_file);
   try {
     const auto connection = connect_any(settings.addresses, settings.timeout, settings.tls, secret);
-    const std::string reply = connection->request(request.line, request.wait + settings.timeout);
+    const std::string reply = request.wait
+                                  ? lock_with_wait(*connection, request.line, "", *request.wait,
+                                                   request.ttl, settings.timeout)
+                                  : connection->request(request.line, settings.timeout);
     if (!is_success_reply(reply))
       return report_failure(std::cerr, reply);
     print_reply(std::cout, line.command, line.positional.empty() ? "" : line.positional[0], reply,

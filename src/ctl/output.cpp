@@ -129,6 +129,14 @@ void print_reply(std::ostream& out, const std::string& command, const std::strin
     out << nlohmann::json{{"resource", resource}, {"validity_ms", number(words[0])}}.dump() << "\n";
     return;
   }
+  if (json && command == "unlock") {
+    out << nlohmann::json{{"resource", resource}, {"released", true}}.dump() << "\n";
+    return;
+  }
+  if (json && command == "ping") {
+    out << nlohmann::json{{"reply", reply}}.dump() << "\n";
+    return;
+  }
   if (command != "unlock")
     out << (reply.starts_with("OK ") ? body : reply) << "\n";
 }

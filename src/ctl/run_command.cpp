@@ -3,7 +3,10 @@
 // the command, then release the lock.
 #include "redlockd/ctl/run_command.hpp"
 
+#include "redlockd/ctl/long_wait.hpp"
 #include "redlockd/ctl/supervise.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -150,21 +153,20 @@ void release(line_connection& connection, const run_options& options, const lock
   }
 }
 
-// LOCK with KEEP: the daemon renews the lock while the connection lives.
-std::string lock_request(const run_options& options) {
-  std::ostringstream request;
-  request << "LOCK " << options.resource << " " << options.ttl.count();
+// LOCK with KEEP (the daemon renews the lock while the connection lives), with --wait as long
+// as asked.
+std::string take_lock(line_connection& connection, const run_options& options) {
+  const std::string lock = "LOCK " + options.resource + " " + std::to_string(options.ttl.count());
   if (options.wait.count() > 0)
-    request << " WAIT " << options.wait.count();
-  request << " KEEP";
-  return request.str();
+    return lock_with_wait(connection, lock, " KEEP", options.wait, options.ttl, options.timeout);
+  return connection.request(lock + " KEEP", options.timeout);
 }
 
 // Says why the lock was not granted; returns the exit code for it.
 int lock_refused(const run_options& options, const std::string& reply) {
   std::cerr << "redlockctl: could not lock " << options.resource << ": " << reply << "\n";
   if (reply.starts_with("BUSY"))
-    return exit_code::busy;
+    return options.conflict_exit_code;
   if (reply.starts_with("NOQUORUM"))
     return exit_code::no_quorum;
   if (reply.starts_with("ERR NOAUTH"))
@@ -254,9 +256,17 @@ int run_holding(line_connection& connection, const run_options& options, const l
   }
   if (watched.connection_open)
     release(connection, options, grant, watched.lost);
+  int code = exit_status(watched.status);
   if (exec_error)
-    return *exec_error == ENOENT ? exit_code::not_found : exit_code::not_executable;
-  return exit_status(watched.status);
+    code = *exec_error == ENOENT ? exit_code::not_found : exit_code::not_executable;
+  if (options.json)
+    std::cout << nlohmann::json{{"resource", options.resource},
+                                {"fence", std::stoull(grant.fence)},
+                                {"exit_code", code},
+                                {"lost", watched.lost}}
+                     .dump()
+              << std::endl;
+  return code;
 }
 
 } // namespace
@@ -284,7 +294,7 @@ int run_under_lock(line_connection& connection, const run_options& options) {
   }
   std::string reply;
   try {
-    reply = connection.request(lock_request(options), options.wait + options.timeout);
+    reply = take_lock(connection, options);
   } catch (const connection_error& e) {
     std::cerr << "redlockctl: " << e.what() << "\n";
     return exit_code::run_failed;

@@ -8,6 +8,9 @@ acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, f
                            std::uint64_t& retry_ms, std::int64_t validity_ms) {
   if (!reply.complete)
     return {};
+  // Another daemon's head waits there with this ticket: this daemon's next waiters get tickets
+  // after it (their proposals are above everything observed), so that it is not overtaken again.
+  fences.observe(reply.rival_ticket);
   if (reply.status == 1) {
     if (!reply.fence)
       return {vote::failed, true};
@@ -56,7 +59,7 @@ std::optional<std::int64_t> late_result(const script_reply& reply) {
   if (const auto* r = std::get_if<extend_reply>(&reply))
     return r->result;
   if (const auto* r = std::get_if<hand_over_reply>(&reply))
-    return r->grant.status; // the new owner's grant
+    return r->release.result; // the UNLOCK's: its waiter gets the grant as an acquire_reply
   return std::nullopt;
 }
 

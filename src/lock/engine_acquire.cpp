@@ -20,6 +20,12 @@ constexpr std::uint64_t default_retry_ms = 20;
 
 void lock_engine::try_acquire(std::uint32_t slot) {
   operation& op = slots_[slot];
+  if (op.lock.queued && op.lock.ticket != 0 && now_() >= op.lock.wait_until) {
+    // Its wait ran out, but a socket handler (a wake-up) ran before the expiry timer in this
+    // loop turn: no attempt starts after the wait.
+    wait_ran_out(slot);
+    return;
+  }
   if (const auto until = leases_.delayed_until(op.key)) {
     ++counters_.delayed;
     const std::uint64_t remaining = ms_until(now_(), *until);
@@ -30,7 +36,8 @@ void lock_engine::try_acquire(std::uint32_t slot) {
     }
     op.enter(op_phase::waiting);
     op.lock.last_failure = format_busy(remaining);
-    add_deadline(*until, slot, op.serial, timer_kind::wait_retry);
+    op.lock.retry_stamp = 0;
+    schedule_retry(slot, *until);
     return;
   }
   new_attempt(op);
@@ -38,13 +45,16 @@ void lock_engine::try_acquire(std::uint32_t slot) {
 }
 
 void lock_engine::new_attempt(operation& op) {
-  health_.granting(op.ttl_ms);
   // Every attempt is a new acquisition: a fresh owner, a fresh start time, a fresh proposal.
   op.owner = owners_.next();
   op.t0 = now_();
   op.lock.fence = fence_round(fences_.propose());
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
+  if (op.lock.queued && op.lock.ticket == 0)
+    op.lock.ticket = op.lock.fence.proposed();
+  op.lock.retry_stamp = 0; // a retry still pending would be one attempt too many
+  op.lock.woken = false;
 }
 
 void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
@@ -83,21 +93,25 @@ void lock_engine::start_fencing_round(std::uint32_t slot) {
 
 void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   operation& op = slots_[slot];
+  health_.granting(op.ttl_ms); // a refused TTL never counts: only what a quorum granted
   const auto expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
+  acquire_round_latency_.record(now_() - op.t0);
   if (op.lock.queued) {
-    dequeue(slot);
+    dequeue(slot, std::nullopt, true);
     // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends.
     wake_head(op.key, expires + jitter(default_retry_ms));
   }
   if (!op.sink) {
     // The client left while its acquisition was in flight: nobody will use or release it.
     const std::string key = op.key;
-    cleanups_.everywhere(key, op.owner, expires);
+    cleanups_.everywhere(key, op.owner, expires, released::lock,
+                         expecting(op.watch.granted, now_() + std::chrono::milliseconds(validity)));
     finish(slot, {});
-    wake_head(key, now_());
+    lock_released(key, now_());
     return;
   }
   ++counters_.acquired;
+  acquire_wait_latency_.record(op.t0 - op.lock.requested_at); // queued before the winning round
   const clock_type::time_point now = now_();
   grant_reply grant;
   grant.line = format_lock_ok(view(op.owner), op.lock.fence.proposed(), validity);
@@ -109,7 +123,7 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     grant.keep_generation = keeps_.at(grant.keep_index).generation;
   } else {
     leases_.grant(op.key, {op.owner, expires, now_() + std::chrono::milliseconds(validity),
-                           op.watch.granted});
+                           op.watch.granted, op.lock.fence.proposed()});
   }
   op.watch.drain = true; // grants that come after the reply belong to the lock too
   finish_grant(slot, std::move(grant));
@@ -117,20 +131,29 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
 
 void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   operation& op = slots_[slot];
-  cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms));
+  acquire_round_latency_.record(now_() - op.t0);
+  // A master that refused this attempt's acquire did not set its key: nothing to release there.
+  // The others may hold it (a grant, or an answer that never came). After a fencing round the
+  // tally is that round's: everywhere.
+  const std::uint32_t refused = op.phase == op_phase::voting ? op.tally.mask_of(vote::no) : 0;
+  cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
+                       released::attempt, {}, refused);
   const bool busy = line.starts_with("BUSY");
   const clock_type::time_point now = now_();
   if (op.lock.queued && op.sink && now < op.lock.wait_until) {
     // Wait for the holder: at the time its remaining TTL suggests, plus jitter so that daemons
     // sharing the fleet do not collide again; never in a busy loop.
+    // A release seen while this attempt was out: the lock may be free now, try again at once.
     const std::uint64_t hint = busy && op.lock.retry_ms > 0 ? op.lock.retry_ms : default_retry_ms;
-    const auto when = std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms),
-                               op.lock.wait_until);
+    const auto when =
+        op.lock.woken ? now
+                      : std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms),
+                                 op.lock.wait_until);
     op.lock.last_failure = std::move(line);
     op.enter(op_phase::waiting);
     op.generation = next_generation(op.generation);
     if (when < op.lock.wait_until)
-      add_deadline(when, slot, op.serial, timer_kind::wait_retry);
+      schedule_retry(slot, when);
     return;
   }
   if (op.lock.queued) {
@@ -149,7 +172,8 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
 // ---------------------------------------------------------------------------------------------
 // WAIT
 
-void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next) {
+void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next,
+                          bool served) {
   operation& op = slots_[slot];
   if (!op.lock.queued)
     return;
@@ -157,26 +181,76 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
   // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
   if (queues_.leave(op.key, {slot, op.serial}) && wake_next)
     wake_head(op.key, *wake_next);
+  // The last waiter here left without the lock: this daemon's entry must not hold other
+  // daemons' waiters back (best effort; otherwise it ends with its short life). A grant took it
+  // out on the masters that granted.
+  if (!served && op.lock.ticket != 0 && queues_.waiting_on(op.key) == 0)
+    unmark(op.key);
+}
+
+void lock_engine::unmark(const std::string& key) {
+  std::string command;
+  append_unmark(command, script_by::sha, wait_marker(marker_, keys_, key), daemon_id_);
+  for (std::size_t node = 0; node < node_count_; ++node)
+    if (io_.usable(node))
+      io_.send(node, request_tag{request_kind::unmark, 0, 0}, command);
+}
+
+void lock_engine::wait_ran_out(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  dequeue(slot, now_());
+  if (op.lock.last_failure.starts_with("BUSY"))
+    ++counters_.busy;
+  else
+    ++counters_.noquorum;
+  finish(slot, std::move(op.lock.last_failure));
 }
 
 void lock_engine::wake_head(const std::string& key, clock_type::time_point when) {
   const auto head = queues_.head(key);
   if (head && slots_[head->slot].phase == op_phase::waiting)
-    add_deadline(when, head->slot, head->serial, timer_kind::wait_retry);
+    schedule_retry(head->slot, when);
+}
+
+void lock_engine::schedule_retry(std::uint32_t slot, clock_type::time_point when) {
+  operation& op = slots_[slot];
+  // One retry pending at a time, the earliest: a later one adds nothing.
+  if (op.lock.retry_stamp != 0 && op.lock.retry_at <= when)
+    return;
+  op.lock.retry_stamp = next_serial_++;
+  op.lock.retry_at = when;
+  add_deadline(when, slot, op.lock.retry_stamp, timer_kind::wait_retry);
+}
+
+void lock_engine::lock_released(const std::string& key, clock_type::time_point when) {
+  const auto head = queues_.head(key);
+  if (!head)
+    return;
+  operation& op = slots_[head->slot];
+  if (op.phase == op_phase::waiting)
+    schedule_retry(head->slot, when);
+  else
+    op.lock.woken = true; // its attempt may have been refused by the holder that just left
 }
 
 void lock_engine::on_released(std::string_view key) {
   wake_key_.assign(key);
   const auto head = queues_.head(wake_key_);
-  if (!head || slots_[head->slot].phase != op_phase::waiting)
-    return; // nobody waits here, or the head is trying already
+  if (!head)
+    return; // nobody waits here
+  operation& op = slots_[head->slot];
+  if (op.phase != op_phase::waiting) {
+    op.lock.woken = true; // trying already: again if this attempt fails
+    return;
+  }
   ++counters_.wakeups;
   try_acquire(head->slot);
 }
 
 void lock_engine::on_wake_channel_resumed() {
+  // A release may have been published while the channel was down.
   queues_.for_each_head([this](const std::string& key, const wait_queues::waiter&) {
-    wake_head(key, now_() + jitter(default_retry_ms));
+    lock_released(key, now_() + jitter(default_retry_ms));
   });
 }
 
@@ -192,7 +266,7 @@ std::uint32_t lock_engine::start_keep(std::uint32_t slot, std::int64_t validity)
   operation& op = slots_[slot];
   const std::uint32_t index =
       keeps_.add(op.key, op.owner, op.ttl_ms, now_() + std::chrono::milliseconds(validity),
-                 op.watch.granted, op.sink, op.seq);
+                 op.watch.granted, op.lock.fence.proposed(), op.sink, op.seq);
   op.lock.keep_started = true; // the count now belongs to the KEEP lock
   add_deadline(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), index, keeps_.at(index).generation,
                timer_kind::renew);
@@ -258,10 +332,11 @@ void lock_engine::lose(std::uint32_t index) {
 void lock_engine::end_keep(std::uint32_t index) {
   keep_lock& k = keeps_.at(index);
   const std::string key = k.key;
-  cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
+  cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms), released::lock,
+                       expecting(k.granted, k.valid_until));
   keeps_.drop(index);
   leases_.delay(key);
-  wake_head(key, leases_.delayed_until(key).value_or(now_()));
+  lock_released(key, leases_.delayed_until(key).value_or(now_()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -281,10 +356,11 @@ void lock_engine::grant_expired(const grant_reply& grant) {
   keep_lock* k = keeps_.live(grant.keep_index, grant.keep_generation);
   if (k == nullptr)
     return;
-  cleanups_.everywhere(k->key, k->owner, now_() + std::chrono::milliseconds(k->ttl_ms));
+  cleanups_.everywhere(k->key, k->owner, now_() + std::chrono::milliseconds(k->ttl_ms),
+                       released::lock, expecting(k->granted, k->valid_until));
   const std::string key = k->key;
   keeps_.drop(grant.keep_index);
-  wake_head(key, now_());
+  lock_released(key, now_());
 }
 
 void lock_engine::shutdown() {
@@ -297,7 +373,8 @@ void lock_engine::shutdown() {
           format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
           k.seq);
     ++counters_.lost;
-    cleanups_.everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms));
+    cleanups_.everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms),
+                         released::lock, expecting(k.granted, k.valid_until));
     keeps_.drop(index);
   }
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {

@@ -1,60 +1,70 @@
 // An UNLOCK handed over to the head waiter of this daemon's queue in one round (handover.hpp).
-// Part of lock_engine (the orchestrator is lock_engine.cpp): the waiter's operation runs the
-// round and is then judged as any acquisition (engine_acquire.cpp); the UNLOCK waits for it.
+// Part of lock_engine (the orchestrator is lock_engine.cpp): the UNLOCK's operation runs the
+// round as its release and is judged as any UNLOCK; the waiter's votes, read from the same
+// answers, go to the waiter's operation, judged as any acquisition (engine_acquire.cpp).
 #include "redlockd/lock/handover.hpp"
 #include "redlockd/lock/lock_engine.hpp"
 
 namespace redlockd {
 
 bool lock_engine::start_hand_over(std::uint32_t unlock_slot, bool releaser_holds) {
-  const operation& releaser = slots_[unlock_slot];
-  const auto head = queues_.head(releaser.key);
+  const std::string& key = slots_[unlock_slot].key;
+  const auto head = queues_.head(key);
   hand_over_facts facts;
   facts.releaser_holds = releaser_holds;
-  facts.head_waiting = head && slots_[head->slot].phase == op_phase::waiting;
+  if (head) {
+    const operation& waiter = slots_[head->slot];
+    facts.head_waiting = waiter.phase == op_phase::waiting;
+    facts.head_in_time = now_() < waiter.lock.wait_until;
+  }
   if (facts.releaser_holds && facts.head_waiting)
-    facts.delayed = leases_.delayed_until(releaser.key).has_value();
+    facts.delayed = leases_.delayed_until(key).has_value();
   if (!hand_over_applies(facts))
     return false;
   ++counters_.handovers;
-  operation& waiter = slots_[head->slot];
+  const std::uint32_t waiter_slot = head->slot;
+  operation& waiter = slots_[waiter_slot];
   new_attempt(waiter);
-  hand_over_state& h = waiter.lock.hand_over;
-  h = {};
-  h.active = true;
-  h.from = releaser.owner;
-  h.unlock_slot = unlock_slot;
-  h.unlock_serial = releaser.serial;
-  begin_round(head->slot, op_phase::voting, request_kind::hand_over);
+  // The waiter's round sends nothing itself: the UNLOCK's commands carry its votes.
+  open_round(waiter_slot, op_phase::voting);
+  for (std::size_t node = 0; node < node_count_; ++node)
+    if (!eligible(node))
+      waiter.tally.record(node, vote::failed);
+  slots_[unlock_slot].handing = {true, waiter_slot, waiter.serial, waiter.generation};
+  begin_round(unlock_slot, op_phase::voting, request_kind::hand_over);
+  decide(waiter_slot); // no master to ask: over at once
   return true;
 }
 
-bool lock_engine::settle_hand_over(std::uint32_t slot) {
-  operation& op = slots_[slot];
-  hand_over_state& h = op.lock.hand_over;
-  const hand_over_release outcome = judge_hand_over_release(h.found, op.tally);
-  if (outcome == hand_over_release::pending)
-    return false; // the waiter's verdict waits for the releaser's: the keys must be known
-  h.active = false;
-  // A master that failed to answer (down, quarantined, timed out) may still hold the releaser's
-  // key; one still to answer runs the script first.
-  const auto expires = now_() + std::chrono::milliseconds(health_.max_ttl());
-  for (std::size_t node = 0; node < node_count_; ++node)
-    if (op.tally.of(node) == vote::failed && (h.answered & (std::uint32_t{1} << node)) == 0)
-      cleanups_.on(node, op.key, h.from, expires);
-  operation& releaser = slots_[h.unlock_slot];
-  if (releaser.serial != h.unlock_serial || releaser.kind != op_kind::unlock ||
-      releaser.phase != op_phase::waiting)
-    return true;
-  if (outcome == hand_over_release::released) {
-    ++counters_.released;
-    leases_.release(releaser.key, releaser.owner);
-    finish(h.unlock_slot, format_ok());
-  } else {
-    ++counters_.notheld;
-    finish(h.unlock_slot, format_notheld());
+bool lock_engine::handing_to_waiter(const operation& unlock_op) const {
+  const hand_over_link& link = unlock_op.handing;
+  if (!link.active)
+    return false;
+  const operation& waiter = slots_[link.waiter_slot];
+  return waiter.serial == link.waiter_serial && waiter.generation == link.waiter_generation &&
+         waiter.collecting();
+}
+
+void lock_engine::pass_to_waiter(std::uint32_t unlock_slot, std::size_t node,
+                                 const script_reply* reply) {
+  const operation& op = slots_[unlock_slot];
+  if (!handing_to_waiter(op))
+    return; // the waiter's round is over: it left, failed or was answered
+  const hand_over_link link = op.handing;
+  const request_tag waiter_tag{request_kind::acquire, link.waiter_slot, link.waiter_generation};
+  if (reply == nullptr) {
+    if (slots_[link.waiter_slot].tally.record(node, vote::failed))
+      after_vote(link.waiter_slot);
+    return;
   }
-  return true;
+  if (const auto* hand = std::get_if<hand_over_reply>(reply)) {
+    take_reply(node, waiter_tag, hand->grant);
+    return;
+  }
+  const auto* error = std::get_if<error_reply>(reply);
+  if (error != nullptr && error->noscript())
+    return;                             // sent again by source (take_reply): its answer comes then
+  take_reply(node, waiter_tag, *reply); // an error: the waiter's vote fails too
 }
 
 } // namespace redlockd

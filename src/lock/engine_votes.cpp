@@ -17,17 +17,9 @@ std::uint32_t node_bit(std::size_t node) {
 
 } // namespace
 
-void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const request_tag& tag,
-                             const script_reply& reply) {
+void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_reply& reply) {
   operation& op = slots_[slot];
-  if (const auto* error = std::get_if<error_reply>(&reply)) {
-    if (error->noscript()) {
-      // The node lost its scripts (restart, SCRIPT FLUSH): run this one by source, reload the rest.
-      io_.reload_scripts(node);
-      format_round(op, tag.kind, script_by::source);
-      io_.send(node, tag, command_);
-      return;
-    }
+  if (const auto* error = std::get_if<error_reply>(&reply)) { // NOSCRIPT: take_reply resent it
     log_->warn("node {} answered an error: {}", cfg_.nodes[node].to_string(), error->text);
     op.tally.record(node, vote::failed);
     after_vote(slot);
@@ -48,16 +40,8 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const request
       v = counted.cast;
     }
   } else if (const auto* hand = std::get_if<hand_over_reply>(&reply)) {
-    if (clock_ok(node, hand->grant.time, op)) {
-      const bool granted = hand->grant.complete && hand->grant.status == 1;
-      const hand_over_vote counted = count_hand_over(
-          *hand, fences_, op.lock.fence, op.lock.retry_ms, granted ? validity_now(op) : 0);
-      if (counted.waiter.bad_fence)
-        log_->error("node {}: fence key '{}' holds a non-numeric value",
-                    cfg_.nodes[node].to_string(), cfg_.fence_key);
-      op.lock.hand_over.record(node, counted);
-      v = counted.waiter.cast;
-    }
+    // An UNLOCK's hand-over: its own vote is release's (the waiter's went to the waiter).
+    v = count_release(hand->release, gone);
   } else if (const auto* bump = std::get_if<fence_bump_reply>(&reply)) {
     v = count_fence_bump(*bump, fences_, op.lock.fence);
   } else if (const auto* release = std::get_if<release_reply>(&reply)) {
@@ -130,18 +114,15 @@ void lock_engine::expect_lease(operation& op) {
 }
 
 void lock_engine::judge_key_loss(operation& op) {
-  // A node that granted this lease says the key is gone while the lease is still valid, and
-  // another node still holds it for the same owner (so it was not released elsewhere): the node
-  // lost a live key without restarting (eviction, FLUSHALL, a clock jump).
-  const std::uint32_t lost = op.watch.missing & op.watch.expect_held;
-  if (lost == 0 || op.tally.yes() == 0 || now_() >= op.watch.expect_until)
-    return;
-  op.watch.missing &= ~lost;
+  // The masters that released, extended or renewed it still held it (key_loss.hpp).
+  key_lost(lost_keys(op.watch, op.tally.yes(), now_()), op.key);
+}
+
+void lock_engine::key_lost(std::uint32_t masters, std::string_view key) {
   for (std::size_t node = 0; node < node_count_; ++node) {
-    if ((lost & node_bit(node)) == 0)
+    if ((masters & node_bit(node)) == 0)
       continue;
-    log_->warn("node {} lost the key of a valid lock on '{}'", cfg_.nodes[node].to_string(),
-               op.key);
+    log_->warn("node {} lost the key of a valid lock on '{}'", cfg_.nodes[node].to_string(), key);
     health_.key_lost(node);
   }
 }

@@ -22,7 +22,8 @@ void keep_locks::unreserve(const reply_sink* client) {
 
 std::uint32_t keep_locks::add(const std::string& key, const owner_id& owner, std::uint64_t ttl_ms,
                               clock_type::time_point valid_until, std::uint32_t granted,
-                              std::shared_ptr<reply_sink> sink, std::uint64_t seq) {
+                              std::uint64_t fence, std::shared_ptr<reply_sink> sink,
+                              std::uint64_t seq) {
   // Entries are reused rather than freed: their strings keep their capacity.
   std::uint32_t index = 0;
   if (free_.empty()) {
@@ -40,6 +41,7 @@ std::uint32_t keep_locks::add(const std::string& key, const owner_id& owner, std
   k.ttl_ms = ttl_ms;
   k.valid_until = valid_until;
   k.granted = granted;
+  k.fence = fence;
   k.sink = std::move(sink);
   k.seq = seq;
   by_key_[k.key] = index;

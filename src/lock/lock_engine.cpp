@@ -30,11 +30,14 @@ lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog:
                          now_function now, random_bytes random)
     : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)), node_count_(cfg.nodes.size()),
       keys_(cfg.fence_key), owners_(random), daemon_id_(view(owners_.next()).substr(0, 16)),
+      mark_slack_ms_(2 * std::uint64_t{cfg.node_timeout_ms} + 100),
       health_(cfg, io, *log_, now_, fences_, counters_, keys_,
               [this](clock_type::time_point when, std::uint32_t node, std::uint64_t stamp) {
                 add_deadline(when, node, stamp, timer_kind::node);
               }),
-      leases_(cfg.lock_delay_ms, now_), cleanups_(io, cfg.nodes.size(), keys_, daemon_id_),
+      leases_(cfg.lock_delay_ms, now_),
+      cleanups_(io, cfg.nodes.size(), keys_, daemon_id_, mark_slack_ms_,
+                [this](std::uint32_t masters, std::string_view key) { key_lost(masters, key); }),
       random_(jitter_seed(random)) {}
 
 // ---------------------------------------------------------------------------------------------
@@ -101,7 +104,6 @@ void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> 
   op.key.assign(cfg_.key_prefix).append(req.resource);
   std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
   op.ttl_ms = req.ttl_ms;
-  health_.granting(op.ttl_ms);
   expect_lease(op);
   begin_round(slot, op_phase::voting, request_kind::extend);
 }
@@ -147,7 +149,7 @@ bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uin
 void lock_engine::on_reply(std::size_t node, const request_tag& tag, const script_reply& reply) {
   switch (tag.kind) {
   case request_kind::cleanup:
-    cleanups_.on_reply(node, tag, &reply);
+    cleanups_.on_reply(node, tag, &reply, now_());
     return;
   case request_kind::fleet_read:
     health_.on_register_read(node, tag, std::get_if<register_reply>(&reply));
@@ -159,22 +161,44 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
   default:
     break;
   }
-  if (tag.generation == 0 || tag.op >= slots_.size())
+  if (tag.generation == 0 || tag.op >= slots_.size() || !expects(tag, node))
     return;
-  operation& op = slots_[tag.op];
+  if (tag.kind == request_kind::hand_over)
+    pass_to_waiter(tag.op, node, &reply); // the waiter's vote; the UNLOCK's own below
+  take_reply(node, tag, reply);
+}
+
+bool lock_engine::expects(const request_tag& tag, std::size_t node) const {
   // A late reply of an earlier round: its slot was kept, the answer is discarded.
-  if (op.generation != tag.generation || !op.collecting() || op.tally.of(node) != vote::pending)
+  const operation& op = slots_[tag.op];
+  return op.generation == tag.generation && op.collecting() && op.tally.of(node) == vote::pending;
+}
+
+void lock_engine::take_reply(std::size_t node, const request_tag& tag, const script_reply& reply) {
+  if (!expects(tag, node))
     return;
-  if (op.phase == op_phase::draining)
+  if (const auto* error = std::get_if<error_reply>(&reply); error && error->noscript()) {
+    // The node lost its scripts (restart, SCRIPT FLUSH): this one goes again by source, the rest
+    // are reloaded. After the answer too: an UNLOCK's release must still run there.
+    io_.reload_scripts(node);
+    request_tag again = tag;
+    const operation& op = slots_[tag.op];
+    if (tag.kind == request_kind::hand_over && !handing_to_waiter(op))
+      again.kind = request_kind::release; // the waiter's round is over: only the release is left
+    format_round(op, again.kind, script_by::source);
+    io_.send(node, again, command_);
+    return;
+  }
+  if (slots_[tag.op].phase == op_phase::draining)
     drain_reply(tag.op, node, reply);
   else
-    count_vote(tag.op, node, tag, reply);
+    count_vote(tag.op, node, reply);
 }
 
 void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
   switch (tag.kind) {
   case request_kind::cleanup:
-    cleanups_.on_reply(node, tag, nullptr);
+    cleanups_.on_reply(node, tag, nullptr, now_());
     return;
   case request_kind::fleet_read:
     health_.on_register_read(node, tag, nullptr);
@@ -187,10 +211,12 @@ void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
   }
   if (tag.generation == 0 || tag.op >= slots_.size())
     return;
-  operation& op = slots_[tag.op];
+  const operation& op = slots_[tag.op];
   if (op.generation != tag.generation || !op.collecting())
     return;
-  if (op.tally.record(node, vote::failed))
+  if (tag.kind == request_kind::hand_over)
+    pass_to_waiter(tag.op, node, nullptr);
+  if (slots_[tag.op].tally.record(node, vote::failed))
     after_vote(tag.op);
 }
 
@@ -215,8 +241,9 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.seq = seq;
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
-  op.lock.queued = op.lock.keep = op.lock.keep_started = false;
-  op.lock.hand_over.active = false;
+  op.lock.queued = op.lock.keep = op.lock.keep_started = op.lock.woken = false;
+  op.lock.retry_stamp = op.lock.ticket = 0;
+  op.handing = {};
   op.watch = {};
   op.t0 = now_();
   op.lock.requested_at = op.t0;
@@ -257,20 +284,26 @@ void lock_engine::free_slot(std::uint32_t slot) {
   operation& op = slots_[slot];
   op.enter(op_phase::idle);
   op.generation = next_generation(op.generation);
+  op.handing.active = false;
   free_slots_.push_back(slot);
 }
 
 void lock_engine::begin_round(std::uint32_t slot, op_phase phase, request_kind kind) {
+  open_round(slot, phase);
+  send_round(slot, kind);
+  decide(slot);
+}
+
+void lock_engine::open_round(std::uint32_t slot, op_phase phase) {
   operation& op = slots_[slot];
   op.enter(phase);
   op.generation = next_generation(op.generation);
   // quorum-minus-one: the simulator's weakened variant only (config::weakened).
   op.tally.reset(node_count_, cfg_.weakened.quorum_minus_one ? quorum(node_count_) - 1 : 0);
+  // An UNLOCK waits node_timeout_ms for each master, with or without a waiter to hand over to.
   const auto timeout = op.ttl_ms == 0 ? std::chrono::milliseconds(cfg_.node_timeout_ms)
                                       : node_timeout_for(op.ttl_ms, cfg_.node_timeout_ms);
   add_deadline(now_() + timeout, slot, op.generation, timer_kind::round);
-  send_round(slot, kind);
-  decide(slot);
 }
 
 void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
@@ -286,8 +319,9 @@ void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
     }
     op.tally.record(node, vote::failed);
     // A quarantined or unreachable node does not vote, but it must not keep the key either.
-    if (kind == request_kind::release)
-      cleanups_.on(node, op.key, op.owner, now_() + std::chrono::milliseconds(health_.max_ttl()));
+    if (kind == request_kind::release || kind == request_kind::hand_over)
+      cleanups_.on(node, op.key, op.owner, now_() + std::chrono::milliseconds(health_.max_ttl()),
+                   released::lock);
   }
 }
 
@@ -298,14 +332,13 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   case request_kind::acquire:
     if (op.lock.queued) // a refusal marks that this daemon waits: the release will wake it
       append_acquire_wait(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed(),
-                          wait_marker(marker_, keys_, op.key), ms_until(now_(), op.lock.wait_until),
-                          daemon_id_);
+                          mark_of(op));
     else
       append_acquire(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed());
     break;
   case request_kind::release:
     append_release(command_, by, op.key, owner, keys_, wait_marker(marker_, keys_, op.key),
-                   daemon_id_);
+                   daemon_id_, true, mark_slack_ms_);
     break;
   case request_kind::extend:
     append_extend(command_, by, op.key, keys_, owner, op.ttl_ms);
@@ -313,13 +346,20 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   case request_kind::fence_bump:
     append_fence_bump(command_, by, keys_, op.lock.fence.proposed());
     break;
-  case request_kind::hand_over:
-    append_hand_over(command_, by, op.key, keys_, owner, op.ttl_ms, op.lock.fence.proposed(),
-                     view(op.lock.hand_over.from));
+  case request_kind::hand_over: { // op is the UNLOCK
+    const operation& waiter = slots_[op.handing.waiter_slot];
+    append_hand_over(command_, by, op.key, keys_, view(waiter.owner), waiter.ttl_ms,
+                     waiter.lock.fence.proposed(), mark_of(waiter), owner);
     break;
+  }
   default:
     break;
   }
+}
+
+wait_mark lock_engine::mark_of(const operation& op) {
+  return {wait_marker(marker_, keys_, op.key), ms_until(now_(), op.lock.wait_until), daemon_id_,
+          op.lock.ticket, mark_slack_ms_};
 }
 
 std::int64_t lock_engine::validity_now(const operation& op) const {
@@ -334,8 +374,6 @@ void lock_engine::decide(std::uint32_t slot) {
     return;
   switch (op.kind) {
   case op_kind::lock: {
-    if (op.lock.hand_over.active && !settle_hand_over(slot))
-      return;
     const bool reached = op.tally.state() == vote_tally::outcome::reached;
     const std::int64_t validity = reached || op.lock.fence.conflict() ? validity_now(op) : 0;
     decide_lock(slot, op.phase == op_phase::voting
@@ -351,8 +389,10 @@ void lock_engine::decide(std::uint32_t slot) {
       ++counters_.released;
       leases_.release(op.key, op.owner);
       const std::string key = op.key;
+      const bool handed = op.handing.active; // its head took part in this very round
       finish(slot, format_ok());
-      wake_head(key, now_()); // the lock is free: the head waiter goes now, no polling
+      if (!handed)
+        lock_released(key, now_()); // the lock is free: the head waiter goes now, no polling
     } else {
       ++counters_.notheld;
       finish(slot, format_notheld());
@@ -379,6 +419,7 @@ void lock_engine::decide_extend(std::uint32_t slot) {
     return;
   }
   ++counters_.extended;
+  health_.granting(op.ttl_ms);
   const clock_type::time_point now = now_();
   if (lease* held = leases_.find(op.key, op.owner)) {
     held->expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
@@ -407,7 +448,10 @@ bool lock_engine::stale(const deadline& entry) const {
     const operation& op = slots_[entry.slot];
     return op.generation != entry.stamp || !op.collecting();
   }
-  case timer_kind::wait_retry:
+  case timer_kind::wait_retry: {
+    const operation& op = slots_[entry.slot];
+    return op.lock.retry_stamp != entry.stamp || op.phase != op_phase::waiting;
+  }
   case timer_kind::wait_expiry: {
     const operation& op = slots_[entry.slot];
     return op.serial != entry.stamp || op.phase == op_phase::idle;
@@ -429,20 +473,13 @@ void lock_engine::fire(const deadline& entry) {
     after_vote(entry.slot);
     return;
   case timer_kind::wait_retry:
-    if (slots_[entry.slot].phase == op_phase::waiting)
-      try_acquire(entry.slot);
+    try_acquire(entry.slot);
     return;
   case timer_kind::wait_expiry: {
-    operation& op = slots_[entry.slot];
+    const operation& op = slots_[entry.slot];
     // An attempt in flight decides by itself when it completes.
-    if (op.phase != op_phase::waiting)
-      return;
-    dequeue(entry.slot, now_());
-    if (op.lock.last_failure.starts_with("BUSY"))
-      ++counters_.busy;
-    else
-      ++counters_.noquorum;
-    finish(entry.slot, std::move(op.lock.last_failure));
+    if (op.phase == op_phase::waiting)
+      wait_ran_out(entry.slot);
     return;
   }
   case timer_kind::renew:

@@ -5,7 +5,7 @@
 namespace redlockd {
 
 std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
-                                    clock_type::time_point expires) {
+                                    clock_type::time_point expires, released what) {
   // Entries are reused rather than freed: their strings keep their capacity.
   std::uint32_t index = 0;
   if (free_.empty()) {
@@ -19,15 +19,23 @@ std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
   e.key.assign(key);
   e.owner = owner;
   e.expires = expires;
+  e.what = what;
+  e.watch = {};
+  e.found = 0;
   e.refs = 0;
   return index;
 }
 
 void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
-                                  clock_type::time_point expires) {
-  const std::uint32_t index = add(key, owner, expires);
+                                  clock_type::time_point expires, released what,
+                                  const lease_watch& expect, std::uint32_t spared) {
+  const std::uint32_t index = add(key, owner, expires, what);
+  entries_[index].watch.expect_held = expect.expect_held;
+  entries_[index].watch.expect_until = expect.expect_until;
   format(index, script_by::sha); // the same bytes for every node
   for (std::size_t node = 0; node < node_count_; ++node) {
+    if ((spared & (std::uint32_t{1} << node)) != 0)
+      continue;
     if (io_.usable(node))
       send(node, index);
     else
@@ -37,8 +45,8 @@ void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
 }
 
 void release_cleanups::on(std::size_t node, std::string_view key, const owner_id& owner,
-                          clock_type::time_point expires) {
-  const std::uint32_t index = add(key, owner, expires);
+                          clock_type::time_point expires, released what) {
+  const std::uint32_t index = add(key, owner, expires, what);
   if (io_.usable(node)) {
     format(index, script_by::sha);
     send(node, index);
@@ -52,7 +60,8 @@ void release_cleanups::format(std::uint32_t index, script_by by) {
   command_.clear();
   const std::string& key = entries_[index].key;
   append_release(command_, by, key, view(entries_[index].owner), keys_,
-                 wait_marker(marker_, keys_, key), daemon_id_);
+                 wait_marker(marker_, keys_, key), daemon_id_,
+                 entries_[index].what == released::lock, slack_ms_);
 }
 
 void release_cleanups::send(std::size_t node, std::uint32_t index) {
@@ -84,16 +93,24 @@ void release_cleanups::free_if_unused(std::uint32_t index) {
     free_.push_back(index);
 }
 
-void release_cleanups::on_reply(std::size_t node, const request_tag& tag,
-                                const script_reply* reply) {
+void release_cleanups::on_reply(std::size_t node, const request_tag& tag, const script_reply* reply,
+                                clock_type::time_point now) {
   if (tag.op >= entries_.size() || entries_[tag.op].refs == 0)
     return;
+  entry& e = entries_[tag.op];
   if (reply == nullptr) {
     owe(node, tag.op); // the connection was lost: send it when the node is back
   } else if (const auto* error = std::get_if<error_reply>(reply); error && error->noscript()) {
     io_.reload_scripts(node);
     format(tag.op, script_by::source);
     send(node, tag.op);
+  } else if (const auto* release = std::get_if<release_reply>(reply); release && release->result) {
+    if (*release->result == -1)
+      e.watch.missing |= std::uint32_t{1} << node;
+    else if (*release->result == 1)
+      ++e.found;
+    if (const std::uint32_t lost = lost_keys(e.watch, e.found, now))
+      key_lost_(lost, e.key);
   }
   unref(tag.op);
 }

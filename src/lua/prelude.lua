@@ -1,5 +1,6 @@
 -- The helpers every script of redlockd starts with: the build puts this file before each
--- script's own text (cmake/embed_lua.cmake), so the text a master runs is prelude + script.
+-- script's own text (cmake/embed_lua.cmake), so the text a master runs is prelude + the
+-- libraries the script names with '--#include <name>' (src/lua/lib) + the script.
 
 -- Compares decimal counters without leading zeros exactly, as strings: Lua numbers are doubles
 -- and would round counters above 2^53.
@@ -14,10 +15,17 @@ local function raise(k, a)
 end
 
 -- acquire's grant (KEYS: lock key, fence key, max-TTL key; ARGV: owner, ttl ms, proposed token):
--- SET NX PX and, when it took, the fence and longest-TTL registers raised in the same step.
+-- SET NX PX (SET PX when `replace`: the key is a releasing owner's, handed over) and, when it
+-- took, the fence and longest-TTL registers raised in the same step.
 -- Returns {1, previous counter, TIME}, or nil on a refusal. `t` is the master's TIME.
-local function grant(t)
-  if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local function grant(t, replace)
+  local set
+  if replace then
+    set = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  else
+    set = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+  end
+  if set then
     local c = raise(2, 3)
     raise(3, 2)
     return {1, c, t[1], t[2]}

@@ -1,14 +1,25 @@
+--#include marks
 -- release: UNLOCK, and the releases nobody waits for (failed attempts, KEEP ends).
--- KEYS: lock key, wait marker. ARGV: owner, wake channel, the releasing daemon's id.
+-- KEYS: lock key, wait marker. ARGV: owner, wake channel, the releasing daemon's id, '1' when
+-- this releases a lock that was granted ('0': an attempt that never was), slack ms.
 -- 1 if deleted, 0 if the key holds another owner, -1 if it is gone (the daemon tells a lost key
--- from a lock taken over by someone else). When the lock is free on this master and another
--- daemon marked that it waits for it, the lock key is published on the wake channel: the waiters
--- on every daemon try again at once. With no marker, or only the releasing daemon's own (its
--- waiters learn of its releases without the masters), nothing is published. A master whose ACL
--- forbids PUBLISH still releases (pcall): waiters then fall back to their timed retry.
+-- from a lock taken over by someone else). When it deleted a granted lock and another daemon's
+-- head waits for it here, that head is woken (wake in lib/marks.lua: the lock key is published on
+-- the wake channel, every daemon's head tries again at once). With no marker, or only the
+-- releasing daemon's own entry (its waiters learn of its releases without the masters), nothing
+-- is published; nor for an attempt that was never granted: waking anyone for it would only
+-- start more such attempts.
 local v = redis.call('get', KEYS[1])
-local r = -1
-if v == ARGV[1] then r = redis.call('del', KEYS[1]) elseif v then return 0 end
-local m = redis.call('get', KEYS[2])
-if m and m ~= ARGV[3] then redis.pcall('publish', ARGV[2], KEYS[1]) end
-return r
+if v ~= ARGV[1] then
+  if v then return 0 end
+  return -1
+end
+redis.call('del', KEYS[1])
+if ARGV[4] == '1' then
+  local m = redis.call('get', KEYS[2])
+  if m then
+    marks()
+    wake(KEYS[2], m, ARGV[3], ARGV[2], ARGV[5])
+  end
+end
+return 1

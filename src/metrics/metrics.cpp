@@ -1,4 +1,4 @@
-// /metrics in the Prometheus text format: the histogram, the result counters, and rendering a
+// /metrics in the Prometheus text format: the histograms, the result counters, and rendering a
 // metrics_snapshot family by family. No I/O.
 #include "redlockd/metrics/metrics.hpp"
 
@@ -73,7 +73,8 @@ void render_results(std::string& out, const metrics_snapshot& s) {
          std::to_string(s.other_errors));
 }
 
-// The engine's event counters: LOST, renewals, fence conflicts, master faults, refused AUTH.
+// The engine's event counters: LOST, renewals, fence conflicts, master faults and backward clock
+// jumps, refused AUTH, lock-delay refusals, hand-overs and wake-ups.
 void render_engine_counters(std::string& out, const metrics_snapshot& s) {
   family(out, "redlockd_lost_total", "counter", "KEEP locks that could not be renewed (LOST).");
   sample(out, "redlockd_lost_total", "", std::to_string(s.lost));
@@ -90,26 +91,56 @@ void render_engine_counters(std::string& out, const metrics_snapshot& s) {
          std::to_string(s.master_clock_jumps));
   sample(out, "redlockd_master_faults_total", label("kind", "key_loss"),
          std::to_string(s.master_key_losses));
+  family(out, "redlockd_master_clock_jumps_backward_total", "counter",
+         "Backward clock jumps of a master beyond clock_jump_ms: logged, not quarantined.");
+  sample(out, "redlockd_master_clock_jumps_backward_total", "",
+         std::to_string(s.master_clock_jumps_backward));
   family(out, "redlockd_auth_failures_total", "counter",
          "AUTH attempts refused (wrong client secret).");
   sample(out, "redlockd_auth_failures_total", "", std::to_string(s.auth_failures));
+  family(out, "redlockd_lock_delay_refusals_total", "counter",
+         "LOCK attempts refused by lock-delay (a WAIT counts each refused attempt).");
+  sample(out, "redlockd_lock_delay_refusals_total", "", std::to_string(s.delayed));
+  family(out, "redlockd_handovers_total", "counter",
+         "UNLOCKs that handed the lock to a waiter's round.");
+  sample(out, "redlockd_handovers_total", "", std::to_string(s.handovers));
+  family(out, "redlockd_wakeups_total", "counter",
+         "Head waiters woken by a release a master published (through any daemon).");
+  sample(out, "redlockd_wakeups_total", "", std::to_string(s.wakeups));
 }
 
-// redlockd_acquire_duration_seconds: cumulative buckets, then sum and count.
-void render_acquire_latency(std::string& out, const latency_histogram& h) {
-  family(out, "redlockd_acquire_duration_seconds", "histogram",
-         "Time from a LOCK request to its reply, WAIT included.");
+// A histogram family: cumulative buckets, then sum and count.
+void render_histogram(std::string& out, std::string_view name, std::string_view help,
+                      const latency_histogram& h) {
+  family(out, name, "histogram", help);
+  const std::string bucket = std::string(name) + "_bucket";
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < latency_histogram::bounds.size(); ++i) {
     cumulative += h.buckets()[i];
-    sample(out, "redlockd_acquire_duration_seconds_bucket",
-           label("le", number(latency_histogram::bounds[i])), std::to_string(cumulative));
+    sample(out, bucket, label("le", number(latency_histogram::bounds[i])),
+           std::to_string(cumulative));
   }
   cumulative += h.buckets().back();
-  sample(out, "redlockd_acquire_duration_seconds_bucket", label("le", "+Inf"),
-         std::to_string(cumulative));
-  sample(out, "redlockd_acquire_duration_seconds_sum", "", number(h.sum_seconds()));
-  sample(out, "redlockd_acquire_duration_seconds_count", "", std::to_string(h.count()));
+  sample(out, bucket, label("le", "+Inf"), std::to_string(cumulative));
+  sample(out, std::string(name) + "_sum", "", number(h.sum_seconds()));
+  sample(out, std::string(name) + "_count", "", std::to_string(h.count()));
+}
+
+// The LOCK latencies: what the client sees, and its two parts (the round and the wait).
+void render_acquire_latencies(std::string& out, const metrics_snapshot& s) {
+  if (s.acquire_latency != nullptr)
+    render_histogram(out, "redlockd_acquire_duration_seconds",
+                     "Time from a LOCK request to its reply, WAIT included.", *s.acquire_latency);
+  if (s.acquire_round != nullptr)
+    render_histogram(out, "redlockd_acquire_round_duration_seconds",
+                     "Time from the start of a LOCK attempt to its decision (granted, BUSY or "
+                     "NOQUORUM), fencing rounds included: the masters' work, one per attempt.",
+                     *s.acquire_round);
+  if (s.acquire_wait != nullptr)
+    render_histogram(out, "redlockd_acquire_wait_duration_seconds",
+                     "Time from a granted LOCK's request to the start of the attempt that won: "
+                     "queueing under WAIT (0 without one), one per granted LOCK.",
+                     *s.acquire_wait);
 }
 
 // Per master: up, round trip, state and quarantine; and the quorum against the masters voting.
@@ -143,7 +174,8 @@ void render_nodes(std::string& out, const metrics_snapshot& s) {
            number(static_cast<double>(n.quarantined_ms) / 1e3));
 }
 
-// The daemon's own gauges: KEEP locks, waiters, clients, fence high water, uptime.
+// The daemon's own gauges: KEEP locks, waiters, clients, operations in flight, fence high water,
+// longest TTL, uptime.
 void render_daemon_gauges(std::string& out, const metrics_snapshot& s) {
   family(out, "redlockd_keep_locks", "gauge", "KEEP locks held and renewed by the daemon.");
   sample(out, "redlockd_keep_locks", "", std::to_string(s.keep_locks));
@@ -151,8 +183,15 @@ void render_daemon_gauges(std::string& out, const metrics_snapshot& s) {
   sample(out, "redlockd_waiters", "", std::to_string(s.waiters));
   family(out, "redlockd_clients", "gauge", "Client connections.");
   sample(out, "redlockd_clients", "", std::to_string(s.clients));
+  family(out, "redlockd_operations_in_flight", "gauge",
+         "Requests waiting on the masters (LOCK, UNLOCK, EXTEND and KEEP renewals).");
+  sample(out, "redlockd_operations_in_flight", "", std::to_string(s.operations_in_flight));
   family(out, "redlockd_fence_high_water", "gauge", "Highest fencing token seen or handed out.");
   sample(out, "redlockd_fence_high_water", "", std::to_string(s.fence_high_water));
+  family(out, "redlockd_max_ttl_granted_seconds", "gauge",
+         "The longest TTL granted on the fleet, as recorded on the masters.");
+  sample(out, "redlockd_max_ttl_granted_seconds", "",
+         number(static_cast<double>(s.max_ttl_granted_ms) / 1e3));
   family(out, "redlockd_uptime_seconds", "gauge", "Seconds since the daemon started.");
   sample(out, "redlockd_uptime_seconds", "", number(s.uptime_seconds));
 }
@@ -221,8 +260,7 @@ std::string render_metrics(const metrics_snapshot& s) {
   std::string out;
   render_results(out, s);
   render_engine_counters(out, s);
-  if (s.acquire_latency != nullptr)
-    render_acquire_latency(out, *s.acquire_latency);
+  render_acquire_latencies(out, s);
   render_nodes(out, s);
   render_daemon_gauges(out, s);
   if (s.process.valid)

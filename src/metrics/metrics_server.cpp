@@ -24,6 +24,19 @@ namespace http = boost::beast::http;
 // A scraper that stalls must not hold a socket for long.
 constexpr auto request_timeout = std::chrono::seconds(10);
 
+// The status page and its JSON: no script may run in them, no other site may frame them, and
+// nothing keeps a copy.
+void status_headers(http::response<http::string_body>& response, const char* content_type) {
+  response.result(http::status::ok);
+  response.set(http::field::content_type, content_type);
+  response.set(http::field::cache_control, "no-store");
+  response.set("Content-Security-Policy",
+               "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; "
+               "base-uri 'none'; form-action 'none'");
+  response.set("X-Content-Type-Options", "nosniff");
+  response.set("Referrer-Policy", "no-referrer");
+}
+
 // Seconds since the epoch at which the machine booted (btime in /proc/stat); 0 if unknown.
 double boot_time() {
   std::ifstream in("/proc/stat");
@@ -99,7 +112,8 @@ metrics_server::~metrics_server() = default;
 
 void metrics_server::start(const endpoint& address) {
   open_listener(acceptor_, address);
-  log_->info("metrics on http://{}/metrics and /healthz", address.to_string());
+  log_->info("metrics on http://{0}/metrics and /healthz, status page on http://{0}/",
+             address.to_string());
   net::co_spawn(io_, accept_loop(), log_failure{log_, "the metrics accept loop"});
 }
 
@@ -146,6 +160,12 @@ awaitable<void> metrics_server::serve(tcp::socket socket) {
       response.result(http::status::ok);
       response.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
       response.body() = handlers_.metrics();
+    } else if (target == "/") {
+      status_headers(response, "text/html; charset=utf-8");
+      response.body() = handlers_.status_page();
+    } else if (target == "/v1/status") {
+      status_headers(response, "application/json");
+      response.body() = handlers_.status_json();
     } else if (target == "/healthz") {
       const bool healthy = handlers_.healthy();
       response.result(healthy ? http::status::ok : http::status::service_unavailable);
@@ -155,7 +175,7 @@ awaitable<void> metrics_server::serve(tcp::socket socket) {
     } else {
       response.result(http::status::not_found);
       response.set(http::field::content_type, "text/plain; charset=utf-8");
-      response.body() = "try /metrics or /healthz\n";
+      response.body() = "try / (status page), /v1/status, /metrics or /healthz\n";
     }
     response.prepare_payload();
     co_await http::async_write(stream, response, net::redirect_error(net::use_awaitable, ec));

@@ -15,8 +15,8 @@ struct tls_context::impl {
 };
 
 struct tls_stream::impl {
-  impl(tcp::socket& socket, ssl::context& context) : stream(socket, context) {}
-  ssl::stream<tcp::socket&> stream;
+  impl(stream_socket& socket, ssl::context& context) : stream(socket, context) {}
+  ssl::stream<stream_socket&> stream;
 };
 
 namespace {
@@ -92,7 +92,7 @@ void check_tls_files(const config& cfg) {
     tls_context::for_masters(*cfg.redis_tls);
 }
 
-tls_stream::tls_stream(tcp::socket& socket, tls_context& context)
+tls_stream::tls_stream(stream_socket& socket, tls_context& context)
     : impl_(std::make_shared<impl>(socket, context.impl_->context)) {}
 
 tls_stream::~tls_stream() = default;

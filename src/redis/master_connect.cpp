@@ -2,8 +2,6 @@
 
 #include "redlockd/net/tls.hpp"
 
-#include <boost/asio/connect.hpp>
-
 #include <algorithm>
 
 namespace redlockd {
@@ -24,7 +22,16 @@ awaitable<std::string> connect_to_master(stream& s, net::steady_timer& timer,
       s.close();
   });
   std::string why;
-  co_await net::async_connect(s.socket(), endpoints, net::redirect_error(net::use_awaitable, ec));
+  ec = net::error::host_not_found; // stays so only if the resolver found nothing
+  // One resolved address after the other. (Not Asio's range connect: the stream's socket is a
+  // generic one, which the resolver's entries do not convert to.)
+  for (const auto& entry : endpoints) {
+    co_await s.socket().async_connect(entry.endpoint(),
+                                      net::redirect_error(net::use_awaitable, ec));
+    if (!ec || !s.is_open()) // connected, or the timer closed the socket
+      break;
+    s.close(); // the next address may be of another family
+  }
   if (!ec && to.tls) {
     // The limit bounds the handshake too. TLS state is per connection: a fresh one.
     tls_stream& tls = s.start_tls(*to.tls);

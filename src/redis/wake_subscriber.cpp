@@ -42,13 +42,16 @@ awaitable<void> wake_subscriber::run() {
       reader_.reset();
       ping_outstanding_ = false;
       last_heard_ = steady::now();
+      ++connection_;
+      queued_.clear();
       const wake_subscription subscription = subscribe_request(cfg_);
       auth_replies_ = subscription.auth_replies;
+      subscribing_ = true;
       write(subscription.command);
       co_await read_pushes();
       if (subscribed_)
         failures_ = 0; // a fresh outage: start again from the shortest backoff
-      subscribed_ = false;
+      subscribing_ = subscribed_ = false;
       stream_.close();
       stream_.end_tls();
     } else if (!stopping_) {
@@ -113,6 +116,7 @@ bool wake_subscriber::handle(const redisReply& reply) {
     failures_ = 20; // the longest backoff: the master will say the same until its ACL changes
     return false;
   case kind::subscribed:
+    subscribing_ = false;
     subscribed_ = true;
     refused_logged_ = false;
     log_->debug("wake channel of node {} subscribed", to_.address.to_string());
@@ -130,15 +134,29 @@ bool wake_subscriber::handle(const redisReply& reply) {
   return true;
 }
 
-void wake_subscriber::write(std::string bytes) {
-  if (writing_)
-    return; // only PINGs come while a write is in flight; skipping one is harmless
+void wake_subscriber::write(std::string_view bytes) {
+  queued_.append(bytes);
+  if (!writing_)
+    flush();
+}
+
+void wake_subscriber::flush() {
+  if (queued_.empty())
+    return;
   writing_ = true;
-  out_ = std::move(bytes);
-  stream_.async_write(net::buffer(out_), [this](const error_code_t& ec) {
+  out_.swap(queued_);
+  queued_.clear();
+  stream_.async_write(net::buffer(out_), [this, connection = connection_](const error_code_t& ec) {
     writing_ = false;
-    if (ec)
+    if (connection != connection_) {
+      flush(); // the write of a connection that ended: what was queued since is the new one's
+      return;
+    }
+    if (ec) {
       drop(ec.message());
+      return;
+    }
+    flush();
   });
 }
 
@@ -157,6 +175,12 @@ awaitable<void> wake_subscriber::check_health() {
     co_await health_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
     if (stopping_)
       co_return;
+    // A master that went silent right after the connection (stopped, blackholed) never answers
+    // the SUBSCRIBE: the connection is opened again, as for PINGs that go unanswered.
+    if (subscribing_ && steady::now() - last_heard_ > stall) {
+      drop("no answer to SUBSCRIBE within the stall limit");
+      continue;
+    }
     if (!subscribed_)
       continue;
     // A master that went silent (stopped, blackholed) is noticed by its PINGs going unanswered.

@@ -42,16 +42,19 @@ std::optional<node_time> time_at(const redisReply& reply, std::size_t first) {
   return node_time{*seconds, *micros};
 }
 
-// `fields`: 4 for acquire, 5 for hand_over (whose fifth is read by decode_hand_over).
-acquire_reply decode_acquire(const redisReply& reply, std::size_t fields = 4) {
+// acquire's four fields, then the rival ticket at `rival_at` if there is one: acquire_wait's
+// fifth field, hand_over's sixth (its fifth is read by decode_hand_over).
+acquire_reply decode_acquire(const redisReply& reply, std::size_t rival_at) {
   acquire_reply out;
   const std::size_t size = array_size(reply);
   if (size >= 3)
     out.status = as_integer(array_at(reply, 0));
-  out.complete = size == fields;
+  out.complete = size == 4 || size == rival_at + 1;
   if (!out.complete)
     return out;
   out.time = time_at(reply, 2);
+  if (size == rival_at + 1)
+    out.rival_ticket = counter(array_at(reply, rival_at)).value_or(0);
   if (out.status == 1)
     out.fence = counter(array_at(reply, 1));
   else if (out.status == 0)
@@ -60,9 +63,10 @@ acquire_reply decode_acquire(const redisReply& reply, std::size_t fields = 4) {
 }
 
 hand_over_reply decode_hand_over(const redisReply& reply) {
-  hand_over_reply out{decode_acquire(reply, 5), std::nullopt};
+  hand_over_reply out{decode_acquire(reply, 5), {}};
+  out.grant.complete = out.grant.complete && array_size(reply) == 6;
   if (out.grant.complete)
-    out.released = as_integer(array_at(reply, 4));
+    out.release.result = as_integer(array_at(reply, 4));
   return out;
 }
 
@@ -99,19 +103,27 @@ void append_acquire(std::string& out, script_by by, std::string_view key, const 
 
 void append_acquire_wait(std::string& out, script_by by, std::string_view key,
                          const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
-                         std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms,
-                         std::string_view daemon_id) {
+                         std::uint64_t proposal, const wait_mark& mark) {
   const auto [verb, body] = head(script::acquire_wait, by);
-  append_command(out, {verb, body, "4", key, keys.fence, keys.max_ttl, marker, owner,
+  // A wait of 0 ms left still marks for 1 ms (PX 0 is an error).
+  append_command(out, {verb, body, "4", key, keys.fence, keys.max_ttl, mark.marker, owner,
                        decimal(ttl_ms).view(), decimal(proposal).view(),
-                       decimal(std::max<std::uint64_t>(wait_ms, 1)).view(), daemon_id});
+                       decimal(std::max<std::uint64_t>(mark.wait_ms, 1)).view(), mark.daemon_id,
+                       decimal(mark.ticket).view(), decimal(mark.slack_ms).view()});
 }
 
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
-                    const register_keys& keys, std::string_view marker,
-                    std::string_view daemon_id) {
+                    const register_keys& keys, std::string_view marker, std::string_view daemon_id,
+                    bool wakes, std::uint64_t slack_ms) {
   const auto [verb, body] = head(script::release, by);
-  append_command(out, {verb, body, "2", key, marker, owner, keys.wake, daemon_id});
+  append_command(out, {verb, body, "2", key, marker, owner, keys.wake, daemon_id, wakes ? "1" : "0",
+                       decimal(slack_ms).view()});
+}
+
+void append_unmark(std::string& out, script_by by, std::string_view marker,
+                   std::string_view daemon_id) {
+  const auto [verb, body] = head(script::unmark, by);
+  append_command(out, {verb, body, "1", marker, daemon_id});
 }
 
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
@@ -128,10 +140,14 @@ void append_fence_bump(std::string& out, script_by by, const register_keys& keys
 
 void append_hand_over(std::string& out, script_by by, std::string_view key,
                       const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
-                      std::uint64_t proposal, std::string_view releasing_owner) {
+                      std::uint64_t proposal, const wait_mark& mark,
+                      std::string_view releasing_owner) {
   const auto [verb, body] = head(script::hand_over, by);
-  append_command(out, {verb, body, "3", key, keys.fence, keys.max_ttl, owner,
-                       decimal(ttl_ms).view(), decimal(proposal).view(), releasing_owner});
+  append_command(out, {verb, body, "4", key, keys.fence, keys.max_ttl, mark.marker, owner,
+                       decimal(ttl_ms).view(), decimal(proposal).view(),
+                       decimal(std::max<std::uint64_t>(mark.wait_ms, 1)).view(), mark.daemon_id,
+                       decimal(mark.ticket).view(), decimal(mark.slack_ms).view(), releasing_owner,
+                       keys.wake});
 }
 
 void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
@@ -149,11 +165,12 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
     return error_reply{as_string(reply)};
   switch (kind) {
   case request_kind::acquire:
-    return decode_acquire(reply);
+    return decode_acquire(reply, 4);
   case request_kind::hand_over:
     return decode_hand_over(reply);
   case request_kind::release:
   case request_kind::cleanup:
+  case request_kind::unmark:
     return release_reply{as_integer(reply)};
   case request_kind::extend:
     return decode_extend(reply);

@@ -1,5 +1,6 @@
-// The scripts are the files of src/lua (prelude.lua before each), embedded at build time by
-// cmake/embed_lua.cmake; each is named by the SHA-1 of its text, as Redis names it.
+// The scripts are the files of src/lua (prelude.lua and the libraries each names before it),
+// embedded at build time by cmake/embed_lua.cmake; each is named by the SHA-1 of its text, as Redis
+// names it.
 #include "redlockd/resp/scripts.hpp"
 
 #include <array>
@@ -14,8 +15,11 @@ namespace {
 
 // In the order of enum class script.
 constexpr std::array<std::string_view, script_count> sources = {
-    lua_acquire, lua_release,   lua_extend,      lua_fence_bump,
-    lua_seed,    lua_hand_over, lua_acquire_wait};
+    lua_acquire,        lua_release,       lua_extend,         lua_fence_bump,
+    lua_seed,           lua_hand_over,     lua_acquire_wait,   lua_shared_acquire,
+    lua_shared_release, lua_shared_extend, lua_permit_acquire, lua_permit_release,
+    lua_permit_extend,  lua_multi_acquire, lua_multi_release,  lua_multi_extend,
+    lua_unmark};
 
 } // namespace
 

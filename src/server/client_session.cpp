@@ -28,18 +28,15 @@ constexpr std::size_t lines_per_turn = 64;
 
 } // namespace
 
-client_session::client_session(tcp::socket socket, listener& server, session_context& context,
-                               std::uint64_t id, tls_context* tls)
+client_session::client_session(stream_socket socket, std::string peer, listener& server,
+                               session_context& context, std::uint64_t id, tls_context* tls)
     : stream_(std::move(socket)), server_(server), context_(context), id_(id),
       lines_(context.cfg.max_line_bytes), read_buffer_(read_quiet, read_burst),
       writer_(stream_, *this), resume_(stream_.get_executor()),
       partial_timer_(stream_.get_executor()), auth_(!context.cfg.client_secret.empty()),
-      auth_timer_(stream_.get_executor()) {
+      auth_timer_(stream_.get_executor()), peer_(std::move(peer)) {
   if (tls != nullptr)
     stream_.start_tls(*tls);
-  error_code_t ec;
-  const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
-  peer_ = ec ? "unknown peer" : endpoint{remote.address().to_string(), remote.port()}.to_string();
 }
 
 client_session::~client_session() = default;
@@ -153,12 +150,11 @@ awaitable<bool> client_session::accept_tls() {
   // Counted in max_connections from accept on; a silent or non-TLS peer is closed here.
   tls_stream& tls = *stream_.tls();
   error_code_t ec;
-  const auto peer = stream_.socket().remote_endpoint(ec);
   co_await tls.accept(std::chrono::milliseconds(context_.cfg.tls->handshake_timeout_ms), ec);
   if (ec) {
     if (!closed_)
-      context_.log->warn("client {} from {}:{}: TLS handshake failed: {}", id_,
-                         peer.address().to_string(), peer.port(), tls.describe(ec));
+      context_.log->warn("client {} from {}: TLS handshake failed: {}", id_, peer_,
+                         tls.describe(ec));
     close();
     co_return false;
   }
@@ -223,6 +219,12 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
         } else if constexpr (std::is_same_v<type, auth_request>) {
           handle_auth(seq, req.secret);
         } else if constexpr (std::is_same_v<type, lock_request>) {
+          if (req.mode != lock_mode::exclusive || req.label || req.max_hold_ms) {
+            // Parsed (protocol v1.1) but not served by the engine yet: answered as v1 did.
+            deliver(seq, format_error(err_code::syntax,
+                                      "unknown LOCK option; expected WAIT <ms> or KEEP"));
+            return;
+          }
           if (context_.shutting_down) {
             deliver(seq, format_error(err_code::shutting_down, "the daemon is stopping"));
             return;
@@ -244,6 +246,9 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
         } else if constexpr (std::is_same_v<type, quit_request>) {
           deliver(seq, format_ok());
           reading_done_ = true;
+        } else {
+          // MLOCK, MUNLOCK, MEXTEND, LIST, BREAK: parsed (protocol v1.1) but not served yet.
+          deliver(seq, format_error(err_code::unknown_command, "unknown command"));
         }
       },
       parsed);

@@ -88,6 +88,28 @@ bool within(std::string_view part, std::string_view whole) {
   return part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
 }
 
+std::string joined(const std::vector<std::string_view>& resources) {
+  std::string out = std::to_string(resources.size());
+  for (std::string_view r : resources)
+    out.append(" ").append(r);
+  return out;
+}
+
+// LOCK's and MLOCK's options, written back in one fixed order.
+template <typename Hold>
+std::string hold_options(const Hold& r) {
+  std::string out;
+  if (r.wait_ms)
+    out += " WAIT " + std::to_string(*r.wait_ms);
+  if (r.keep)
+    out += " KEEP";
+  if (r.label)
+    out += " LABEL " + std::string(*r.label);
+  if (r.max_hold_ms)
+    out += " MAXHOLD " + std::to_string(*r.max_hold_ms);
+  return out;
+}
+
 // The request written back the canonical way; parsing it again must give the same request.
 std::string canonical(const request& req) {
   return std::visit(
@@ -101,7 +123,15 @@ std::string canonical(const request& req) {
           return "AUTH " + std::string(r.secret);
         else if constexpr (std::is_same_v<type, lock_request>)
           return "LOCK " + std::string(r.resource) + " " + std::to_string(r.ttl_ms) +
-                 (r.wait_ms ? " WAIT " + std::to_string(*r.wait_ms) : "") + (r.keep ? " KEEP" : "");
+                 hold_options(r) + (r.mode == lock_mode::shared ? " SHARED" : "") +
+                 (r.mode == lock_mode::permits ? " PERMITS " + std::to_string(r.permits) : "");
+        else if constexpr (std::is_same_v<type, mlock_request>)
+          return "MLOCK " + joined(r.resources) + " " + std::to_string(r.ttl_ms) + hold_options(r);
+        else if constexpr (std::is_same_v<type, munlock_request>)
+          return "MUNLOCK " + joined(r.resources) + " " + std::string(r.owner);
+        else if constexpr (std::is_same_v<type, mextend_request>)
+          return "MEXTEND " + joined(r.resources) + " " + std::string(r.owner) + " " +
+                 std::to_string(r.ttl_ms);
         else if constexpr (std::is_same_v<type, unlock_request>)
           return "UNLOCK " + std::string(r.resource) + " " + std::string(r.owner);
         else if constexpr (std::is_same_v<type, extend_request>)
@@ -111,6 +141,11 @@ std::string canonical(const request& req) {
           return "INFO";
         else if constexpr (std::is_same_v<type, status_request>)
           return "STATUS " + std::string(r.resource);
+        else if constexpr (std::is_same_v<type, break_request>)
+          return "BREAK " + std::string(r.resource);
+        else if constexpr (std::is_same_v<type, list_request>)
+          return "LIST " + (r.prefix.empty() ? std::string() : std::string(r.prefix) + " ") +
+                 "COUNT " + std::to_string(r.count);
         else
           return "QUIT";
       },
@@ -150,9 +185,30 @@ void check_request(std::string_view line, const request& req, const request_limi
                   "EXTEND accepted a bad resource or owner");
           require(r.ttl_ms >= limits.min_ttl_ms && r.ttl_ms <= limits.max_ttl_ms,
                   "EXTEND accepted a TTL out of range");
-        } else if constexpr (std::is_same_v<type, status_request>) {
-          require(within(r.resource, line), "STATUS outside the line");
-          require(is_valid_resource(r.resource), "STATUS accepted a bad resource");
+        } else if constexpr (std::is_same_v<type, status_request> ||
+                             std::is_same_v<type, break_request>) {
+          require(within(r.resource, line), "STATUS/BREAK outside the line");
+          require(is_valid_resource(r.resource), "STATUS/BREAK accepted a bad resource");
+        } else if constexpr (std::is_same_v<type, mlock_request> ||
+                             std::is_same_v<type, munlock_request> ||
+                             std::is_same_v<type, mextend_request>) {
+          require(!r.resources.empty() && r.resources.size() <= limits.max_resources_per_request,
+                  "a resource list of a bad size was accepted");
+          for (std::string_view resource : r.resources)
+            require(within(resource, line) && is_valid_resource(resource),
+                    "a listed resource is bad or outside the line");
+        } else if constexpr (std::is_same_v<type, list_request>) {
+          require(r.count >= 1 && r.count <= list_count_max, "LIST accepted a bad COUNT");
+        }
+        if constexpr (std::is_same_v<type, lock_request>) {
+          require(r.mode != lock_mode::permits ||
+                      (r.permits >= 1 && r.permits <= limits.max_permits),
+                  "LOCK accepted a bad PERMITS");
+          require(!r.max_hold_ms || r.keep, "MAXHOLD accepted without KEEP");
+        }
+        if constexpr (std::is_same_v<type, lock_request> || std::is_same_v<type, mlock_request>) {
+          require(!r.label || (within(*r.label, line) && is_valid_label(*r.label)),
+                  "a bad LABEL was accepted");
         }
       },
       req);
@@ -173,7 +229,8 @@ void check_line(std::string_view line, const request_limits& limits) {
     // The parser only ever refuses with these; the others belong to the session.
     require(error->code == err_code::syntax || error->code == err_code::unknown_command ||
                 error->code == err_code::bad_resource || error->code == err_code::bad_ttl ||
-                error->code == err_code::bad_owner,
+                error->code == err_code::bad_owner || error->code == err_code::bad_count ||
+                error->code == err_code::bad_label,
             "the parser returned a session error code");
     const std::string reply = format_error(error->code, error->message);
     require(one_line(reply), "an ERR reply is not one line");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "checks.hpp"
+#include "http_get.hpp"
 #include "proc.hpp"
 #include "test_env.hpp"
 
@@ -55,20 +56,6 @@ struct secured {
   std::string secret_file;
   daemon_process daemon;
 };
-
-// GET over HTTP/1.0: the body and headers as one string.
-std::string http_get(std::uint16_t port, const std::string& path) {
-  line_client http(port);
-  http.send("GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n");
-  std::string all;
-  for (;;) {
-    try {
-      all += http.read_line() + "\n";
-    } catch (const connection_closed&) {
-      return all;
-    }
-  }
-}
 
 } // namespace
 
@@ -128,7 +115,7 @@ TEST_CASE("a wrong secret is refused, counted in INFO and /metrics, and logged w
   CHECK(parse_lock_ok(client.request("LOCK r 1000")));
 
   CHECK(env.daemon.info().at("counters").at("auth_failures") == 2);
-  const std::string metrics = http_get(metrics_port, "/metrics");
+  const std::string metrics = http_get(metrics_port, "/metrics").body;
   CHECK(metrics.find("redlockd_auth_failures_total 2\n") != std::string::npos);
 
   const std::string log = env.daemon.log();
@@ -324,7 +311,7 @@ TEST_CASE("the daemon authenticates to ACL masters, and again after a master res
   CHECK(client.request("UNLOCK acl-res " + grant->owner) == "OK");
   // The daemon's connections run as the ACL user.
   CHECK(fleet.run(0, "CLIENT", "LIST").str.find("user=redlockd") != std::string::npos);
-  // The README's ACL line covers the wake channel too: every subscriber is up.
+  // The ACL line of docs/security.md covers the wake channel too: every subscriber is up.
   CHECK(eventually([&] { return all_wake_subscribed(daemon); }));
 
   fleet.kill(2);

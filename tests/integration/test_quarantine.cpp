@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "checks.hpp"
 #include "test_env.hpp"
 
 using namespace redlockd::test;
@@ -121,4 +122,53 @@ TEST_CASE("FLUSHALL under a plain lock quarantines that master at the holder's E
       3s));
   CHECK(node_state(env.daemon.info(), env.fleet.address(0)) == "ok");
   CHECK(env.daemon.info().at("counters").at("key_losses") == 1);
+}
+
+TEST_CASE("a refused LOCK with a long TTL does not lengthen the quarantine of a restarted master",
+          "[integration][quarantine]") {
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  must_lock(holder, "LOCK short 5000");
+  line_client other = env.client();
+  const std::string refused = other.request("LOCK short 3600000");
+  INFO("LOCK short 3600000 while held: " << refused);
+  REQUIRE(starts_with(refused, "BUSY "));
+  // Nothing was granted for an hour: neither the daemon nor any master counts it.
+  CHECK(env.daemon.info().at("max_ttl_granted") == 5000);
+  for (std::size_t i = 0; i < env.fleet.size(); ++i)
+    CHECK(env.fleet.get(i, max_ttl_key()) == "5000");
+  // A master that restarts now sits out the longest TTL granted (5 s), not an hour.
+  env.fleet.kill(4);
+  env.fleet.restart(4);
+  REQUIRE(eventually([&] {
+    return node_state(env.daemon.info(), env.fleet.address(4)) == "quarantined:restart";
+  }));
+  const nlohmann::json info = env.daemon.info(); // kept: the loop below refers into it
+  std::size_t seen = 0;
+  for (const auto& node : info.at("nodes")) {
+    if (node.at("address") != env.fleet.address(4))
+      continue;
+    ++seen;
+    CHECK(node.at("quarantined_ms").get<std::int64_t>() <= 5100);
+  }
+  CHECK(seen == 1);
+}
+
+TEST_CASE("FLUSHALL under a KEEP lock quarantines that master when the lock's connection closes",
+          "[integration][quarantine][keep]") {
+  // Every path that releases a lock this daemon granted judges key loss as an UNLOCK does: here
+  // the release after the KEEP connection closed, long before the next renewal.
+  fleet_and_daemon env;
+  std::string owner;
+  {
+    line_client keeper = env.client();
+    owner = must_lock(keeper, "LOCK kept-long 60000 KEEP").owner;
+    REQUIRE(eventually([&] { return nodes_holding(env.fleet, "kept-long", owner).size() == 5; }));
+    env.fleet.run(2, "FLUSHALL");
+  }
+  CHECK(eventually(
+      [&] { return node_state(env.daemon.info(), env.fleet.address(2)) == "quarantined:keyloss"; },
+      3s));
+  CHECK(env.daemon.info().at("counters").at("key_losses") == 1);
+  CHECK(nodes_holding(env.fleet, "kept-long", owner).empty());
 }

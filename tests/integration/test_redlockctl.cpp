@@ -2,14 +2,12 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <deque>
 #include <fstream>
 #include <mutex>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sstream>
 #include <string>
@@ -60,15 +58,9 @@ int pid_in(const std::string& path) {
 class fake_daemon {
  public:
   fake_daemon() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length) == 0);
-    REQUIRE(::listen(listen_fd_, 8) == 0);
-    REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    port_ = ntohs(address.sin_port);
+    const loopback_listener listener = listen_on_loopback(8);
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
     thread_ = std::thread([this] { serve(); });
   }
   ~fake_daemon() {
@@ -510,8 +502,12 @@ TEST_CASE("redlockctl refuses wrong usage with exit 64 and says why",
   check_usage_error({"frobnicate"}, "unknown command 'frobnicate'");
   check_usage_error({}, "no command");
   check_usage_error({"ping", "--ttl", "1s"}, "ping: --ttl does not apply");
-  check_usage_error({"unlock", "x", std::string(40, 'a'), "-o", "json"},
-                    "unlock: --output does not apply");
+  check_usage_error({"lock", "x", "--ttl", "1s", "--conflict-exit-code", "3"},
+                    "lock: --conflict-exit-code does not apply");
+  check_usage_error({"run", "x", "--conflict-exit-code", "256", "--", "true"},
+                    "--conflict-exit-code: '256' is not an exit code (0 to 255)");
+  check_usage_error({"lock", "x", "--ttl", "30s1m"}, "--ttl: bad duration '30s1m'");
+  check_usage_error({"lock", "x", "--ttl", "1.5"}, "--ttl: '1.5' has no unit");
   check_usage_error({"-o", "yaml", "info"}, "--output: 'yaml' is not text or json");
   check_usage_error({"run", "x"}, "run: give the command after --");
   check_usage_error({"ping", "--", "true"}, "ping: unexpected '--'");
@@ -611,6 +607,108 @@ TEST_CASE("redlockctl -o json on lock, extend, status and info", "[integration][
   const auto doc = nlohmann::json::parse(info.out);
   CHECK(doc["quorum"] == 3);
   CHECK(doc["nodes"].size() == 5);
+}
+
+TEST_CASE("redlockctl -o json on unlock, ping and run", "[integration][redlockctl]") {
+  fleet_and_daemon env;
+  const auto lock = run_command(ctl, with_addr(env.daemon, {"lock", "js2", "--ttl", "30s"}));
+  REQUIRE(lock.status == 0);
+  const std::string owner = lock.out.substr(0, 40);
+  const auto unlock =
+      run_command(ctl, with_addr(env.daemon, {"-o", "json", "unlock", "js2", owner}));
+  CHECK(unlock.status == 0);
+  CHECK(nlohmann::json::parse(unlock.out) ==
+        nlohmann::json{{"resource", "js2"}, {"released", true}});
+  const auto ping = run_command(ctl, with_addr(env.daemon, {"ping", "-o", "json"}));
+  CHECK(ping.status == 0);
+  CHECK(nlohmann::json::parse(ping.out) == nlohmann::json{{"reply", "PONG"}});
+
+  // run: the command's own output first, then one JSON line about the lock and the exit.
+  const auto run = run_command(ctl, with_addr(env.daemon, {"run", "js3", "-o", "json", "--", "sh",
+                                                           "-c", "echo from-the-command; exit 3"}));
+  CHECK(run.status == 3);
+  const auto newline = run.out.find('\n');
+  REQUIRE(newline != std::string::npos);
+  CHECK(run.out.substr(0, newline) == "from-the-command");
+  const auto result = nlohmann::json::parse(run.out.substr(newline + 1));
+  CHECK(result["resource"] == "js3");
+  CHECK(result["exit_code"] == 3);
+  CHECK(result["lost"] == false);
+  CHECK(result["fence"].get<std::uint64_t>() > 0);
+  CHECK(lock_keys(env.fleet).empty());
+}
+
+TEST_CASE("run --conflict-exit-code tells a held lock from the command's own exit 1",
+          "[integration][redlockctl]") {
+  fleet_and_daemon env;
+  REQUIRE(run_command(ctl, with_addr(env.daemon, {"lock", "cx", "--ttl", "30s"})).status == 0);
+  // Without the option both exit 1: a busy lock and a command that fails.
+  CHECK(run_command(ctl, with_addr(env.daemon, {"run", "cx", "--", "true"})).status == 1);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"run", "free", "--", "false"})).status == 1);
+  // With it, the busy lock says so by its own code; the command's exit 1 stays 1.
+  const auto busy = run_command(
+      ctl, with_addr(env.daemon, {"run", "cx", "--conflict-exit-code", "75", "--", "true"}));
+  CHECK(busy.status == 75);
+  CHECK(busy.err.find("BUSY") != std::string::npos);
+  const auto waited =
+      run_command(ctl, with_addr(env.daemon, {"run", "cx", "--wait", "200ms",
+                                              "--conflict-exit-code=75", "--", "true"}));
+  CHECK(waited.status == 75);
+  CHECK(run_command(ctl, with_addr(env.daemon,
+                                   {"run", "free", "--conflict-exit-code", "75", "--", "false"}))
+            .status == 1);
+}
+
+TEST_CASE("redlockctl durations with fractions and several units", "[integration][redlockctl]") {
+  fleet_and_daemon env;
+  const auto short_lock =
+      run_command(ctl, with_addr(env.daemon, {"-o", "json", "lock", "d1", "--ttl", "1.5s"}));
+  REQUIRE(short_lock.status == 0);
+  const auto validity = nlohmann::json::parse(short_lock.out)["validity_ms"].get<std::int64_t>();
+  CHECK(validity > 1000); // 1.5 s less the drift allowance and the round trip
+  CHECK(validity <= 1500);
+  const auto long_lock =
+      run_command(ctl, with_addr(env.daemon, {"-o", "json", "lock", "d2", "--ttl", "1m30s"}));
+  REQUIRE(long_lock.status == 0);
+  const auto long_validity =
+      nlohmann::json::parse(long_lock.out)["validity_ms"].get<std::int64_t>();
+  CHECK(long_validity > 60000);
+  CHECK(long_validity <= 90000);
+  const std::string owner = nlohmann::json::parse(long_lock.out)["owner"];
+  const auto extended =
+      run_command(ctl, with_addr(env.daemon, {"extend", "d2", owner, "--ttl", "2m0.5s"}));
+  REQUIRE(extended.status == 0);
+  CHECK(std::stoll(extended.out) > 90000);
+  CHECK(std::stoll(extended.out) <= 120500);
+}
+
+// A waiter that outlasts max_ttl_ms (the longest WAIT the daemon takes in one request): the holder
+// keeps its lock longer than that (KEEP), and the waiter still gets it once it is released.
+TEST_CASE("lock and run --wait longer than max_ttl_ms keep waiting", "[integration][redlockctl]") {
+  fleet_and_daemon env(nlohmann::json{{"max_ttl_ms", 1000}});
+  temp_dir dir;
+  for (const bool use_run : {false, true}) {
+    INFO((use_run ? "run" : "lock"));
+    line_client holder(env.daemon.port());
+    const auto grant = parse_lock_ok(holder.request("LOCK lw 1000 KEEP"));
+    REQUIRE(grant);
+    const auto busy_before = env.daemon.info()["counters"]["busy"].get<std::int64_t>();
+    std::vector<std::string> args =
+        use_run ? with_addr(env.daemon, {"run", "lw", "--ttl", "1s", "--wait", "20s", "--", "true"})
+                : with_addr(env.daemon, {"lock", "lw", "--ttl", "1s", "--wait", "20s"});
+    child_process waiter(ctl, args, dir.path() / (use_run ? "run.log" : "lock.log"));
+    // The first WAIT the daemon accepted ran out with the lock still held: redlockctl is past
+    // max_ttl_ms and waits on.
+    REQUIRE(eventually(
+        [&] { return env.daemon.info()["counters"]["busy"].get<std::int64_t>() > busy_before; },
+        20s));
+    REQUIRE(eventually([&] { return env.daemon.info()["waiters"] == 1; }, 10s));
+    CHECK(holder.request("UNLOCK lw " + grant->owner) == "OK");
+    const auto status = waiter.wait_for(20s);
+    INFO(read_file(dir.path() / (use_run ? "run.log" : "lock.log")));
+    CHECK(status == 0);
+    CHECK(eventually([&] { return lock_keys(env.fleet).empty(); }, 5s)); // 1 s TTL, or released
+  }
 }
 
 TEST_CASE("redlockctl status reads a majority of the masters",

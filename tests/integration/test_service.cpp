@@ -9,13 +9,17 @@
 #include <fstream>
 #include <map>
 #include <netinet/in.h>
+#include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <thread>
 #include <unistd.h>
 
+#include "http_get.hpp"
 #include "proc.hpp"
 #include "test_env.hpp"
 
@@ -23,45 +27,6 @@ using namespace redlockd::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct http_response {
-  int status = 0;
-  std::string headers;
-  std::string body;
-};
-
-// One GET with Connection: close; reads until the server closes.
-http_response http_get(std::uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
-  REQUIRE(::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-  std::string raw;
-  char buffer[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0)
-      break;
-    raw.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  http_response response;
-  const auto end_of_headers = raw.find("\r\n\r\n");
-  REQUIRE(end_of_headers != std::string::npos);
-  response.headers = raw.substr(0, end_of_headers);
-  response.body = raw.substr(end_of_headers + 4);
-  REQUIRE(response.headers.rfind("HTTP/1.1 ", 0) == 0);
-  response.status = std::stoi(response.headers.substr(9, 3));
-  return response;
-}
 
 // A strict reading of the Prometheus text format: every sample belongs to the family declared
 // by the TYPE line before it, names and labels are well formed, values are numbers. Returns
@@ -108,11 +73,8 @@ std::map<std::string, double> parse_exposition(const std::string& text) {
 } // namespace
 
 TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integration][service]") {
-  redis_fleet fleet;
-  const std::uint16_t metrics_port = free_loopback_port();
-  daemon_process daemon(fleet.addresses(),
-                        {{"metrics_listen", "127.0.0.1:" + std::to_string(metrics_port)}});
-  line_client client(daemon.port());
+  fleet_with_metrics env;
+  line_client client(env.daemon.port());
   const auto grant = parse_lock_ok(client.request("LOCK m 10000"));
   REQUIRE(grant);
   CHECK(starts_with(client.request("LOCK m 10000"), "BUSY"));
@@ -120,7 +82,7 @@ TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integr
   CHECK(client.request("EXTEND m " + grant->owner + " 10000") == "NOTHELD");
   CHECK(starts_with(client.request("LOCK"), "ERR SYNTAX"));
 
-  const http_response response = http_get(metrics_port, "/metrics");
+  const http_response response = http_get(env.metrics_port, "/metrics");
   CHECK(response.status == 200);
   CHECK(response.headers.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
   const auto samples = parse_exposition(response.body);
@@ -134,7 +96,7 @@ TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integr
   CHECK(samples.at("redlockd_build_info{version=\"" REDLOCKD_VERSION "\"}") == 1);
   CHECK(samples.at("redlockd_clients") == 1);
   CHECK(samples.at("redlockd_fence_high_water") >= static_cast<double>(grant->fence));
-  for (const auto& address : fleet.addresses()) {
+  for (const auto& address : env.fleet.addresses()) {
     CHECK(samples.at("redlockd_node_up{node=\"" + address + "\"}") == 1);
     CHECK(samples.at("redlockd_node_state{node=\"" + address + "\",state=\"ok\"}") == 1);
     CHECK(samples.at("redlockd_node_state{node=\"" + address + "\",state=\"down\"}") == 0);
@@ -163,22 +125,146 @@ TEST_CASE("/metrics is valid Prometheus text and counts what happened", "[integr
   CHECK(previous == samples.at("redlockd_acquire_duration_seconds_count"));
   CHECK(previous == 2); // two LOCKs answered
 
-  CHECK(http_get(metrics_port, "/nothing").status == 404);
+  CHECK(http_get(env.metrics_port, "/nothing").status == 404);
+}
+
+namespace {
+
+// Where /metrics carries each INFO counter (PROTOCOL.md, "The metrics port"): the family and the
+// labels of the samples whose sum is the counter. A counter INFO gains must be added here, and so
+// exported, or the test below fails.
+struct exported_as {
+  std::string family;
+  std::vector<std::string> labels; // each `name="value"` a sample must have
+};
+const std::map<std::string, exported_as> info_counters_in_metrics = {
+    {"acquired", {"redlockd_results_total", {R"(op="lock")", R"(outcome="ok")"}}},
+    {"busy", {"redlockd_results_total", {R"(op="lock")", R"(outcome="busy")"}}},
+    {"noquorum", {"redlockd_results_total", {R"(outcome="noquorum")"}}},
+    {"released", {"redlockd_results_total", {R"(op="unlock")", R"(outcome="ok")"}}},
+    {"extended", {"redlockd_results_total", {R"(op="extend")", R"(outcome="ok")"}}},
+    {"notheld", {"redlockd_results_total", {R"(outcome="notheld")"}}},
+    {"lost", {"redlockd_lost_total", {}}},
+    {"renewed", {"redlockd_renewals_total", {}}},
+    {"delayed", {"redlockd_lock_delay_refusals_total", {}}},
+    {"fence_conflicts", {"redlockd_fence_conflicts_total", {}}},
+    {"handovers", {"redlockd_handovers_total", {}}},
+    {"wakeups", {"redlockd_wakeups_total", {}}},
+    {"restarts", {"redlockd_master_faults_total", {R"(kind="restart")"}}},
+    {"clock_jumps", {"redlockd_master_faults_total", {R"(kind="clock_jump")"}}},
+    {"clock_jumps_backward", {"redlockd_master_clock_jumps_backward_total", {}}},
+    {"key_losses", {"redlockd_master_faults_total", {R"(kind="key_loss")"}}},
+    {"auth_failures", {"redlockd_auth_failures_total", {}}},
+};
+
+// The sum of the samples of `family` that have every label of `labels`; std::nullopt when there
+// is none.
+std::optional<double> sum_of(const std::map<std::string, double>& samples,
+                             const exported_as& series) {
+  std::optional<double> sum;
+  for (const auto& [key, value] : samples) {
+    const std::string name = key.substr(0, key.find('{'));
+    if (name != series.family)
+      continue;
+    bool all = true;
+    for (const auto& label : series.labels)
+      all = all && key.find(label) != std::string::npos;
+    if (all)
+      sum = sum.value_or(0) + value;
+  }
+  return sum;
+}
+
+} // namespace
+
+TEST_CASE("every INFO counter is exported in /metrics, with the same value",
+          "[integration][service]") {
+  fleet_with_metrics env;
+  // Traffic that moves most counters: grants, BUSY, a hand-over to a waiter, NOTHELD, EXTEND.
+  line_client holder(env.daemon.port());
+  line_client waiter(env.daemon.port());
+  const auto grant = parse_lock_ok(holder.request("LOCK c 10000"));
+  REQUIRE(grant);
+  CHECK(starts_with(holder.request("LOCK c 10000"), "BUSY"));
+  waiter.send("LOCK c 10000 WAIT 10000\n");
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }));
+  CHECK(holder.request("UNLOCK c " + grant->owner) == "OK");
+  const auto handed = parse_lock_ok(waiter.read_line());
+  REQUIRE(handed);
+  CHECK(starts_with(waiter.request("EXTEND c " + handed->owner + " 10000"), "OK "));
+  CHECK(holder.request("UNLOCK c " + grant->owner) == "NOTHELD");
+
+  const nlohmann::json counters = env.daemon.info().at("counters");
+  const auto samples = parse_exposition(http_get(env.metrics_port, "/metrics").body);
+  CHECK(counters.at("handovers") == 1);
+  std::set<std::string> in_info;
+  for (const auto& [name, value] : counters.items()) {
+    in_info.insert(name);
+    INFO("INFO counter " << name);
+    const auto it = info_counters_in_metrics.find(name);
+    if (it == info_counters_in_metrics.end()) {
+      FAIL_CHECK("is not known to be exported: export it in /metrics, then add it to "
+                 "info_counters_in_metrics and to PROTOCOL.md");
+      continue;
+    }
+    const std::optional<double> exported = sum_of(samples, it->second);
+    if (!exported) {
+      FAIL_CHECK("is not in /metrics as " << it->second.family);
+      continue;
+    }
+    CHECK(*exported == value.get<double>());
+  }
+  for (const auto& [name, series] : info_counters_in_metrics) {
+    INFO(name << " (" << series.family << ") is expected among INFO's counters");
+    CHECK(in_info.count(name) == 1);
+  }
+  // INFO's figures besides the counters are exported too.
+  for (const char* gauge :
+       {"redlockd_quorum", "redlockd_uptime_seconds", "redlockd_clients", "redlockd_waiters",
+        "redlockd_keep_locks", "redlockd_operations_in_flight", "redlockd_fence_high_water",
+        "redlockd_max_ttl_granted_seconds"}) {
+    INFO(gauge);
+    CHECK(samples.count(gauge) == 1);
+  }
+}
+
+TEST_CASE("a WAIT's queueing goes to the wait histogram, each attempt to the round histogram",
+          "[integration][service]") {
+  fleet_with_metrics env;
+  line_client holder(env.daemon.port());
+  line_client waiter(env.daemon.port());
+  const auto grant = parse_lock_ok(holder.request("LOCK h 10000"));
+  REQUIRE(grant);
+  waiter.send("LOCK h 10000 WAIT 10000\n");
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }));
+  // Held for 600 ms more once the waiter is queued: it cannot get the lock sooner.
+  std::this_thread::sleep_for(600ms);
+  CHECK(holder.request("UNLOCK h " + grant->owner) == "OK");
+  REQUIRE(parse_lock_ok(waiter.read_line()));
+
+  const auto samples = parse_exposition(http_get(env.metrics_port, "/metrics").body);
+  // Two LOCKs granted: the holder's without a wait, the waiter's after more than 0.5 s.
+  CHECK(samples.at("redlockd_acquire_wait_duration_seconds_count") == 2);
+  CHECK(samples.at(R"(redlockd_acquire_wait_duration_seconds_bucket{le="0.5"})") == 1);
+  CHECK(samples.at("redlockd_acquire_wait_duration_seconds_sum") >= 0.5);
+  // Rounds: the holder's, the waiter's refused first attempt, its hand-over round at least.
+  CHECK(samples.at("redlockd_acquire_round_duration_seconds_count") >= 3);
+  // The client's view is still there: request to reply, WAIT included.
+  CHECK(samples.at("redlockd_acquire_duration_seconds_count") == 2);
+  CHECK(samples.at("redlockd_acquire_duration_seconds_sum") >=
+        samples.at("redlockd_acquire_wait_duration_seconds_sum"));
 }
 
 TEST_CASE("/healthz follows the quorum of masters", "[integration][service]") {
-  redis_fleet fleet;
-  const std::uint16_t metrics_port = free_loopback_port();
-  daemon_process daemon(fleet.addresses(),
-                        {{"metrics_listen", "127.0.0.1:" + std::to_string(metrics_port)}});
-  CHECK(http_get(metrics_port, "/healthz").status == 200);
-  fleet.kill(0);
-  fleet.kill(1);
-  CHECK(http_get(metrics_port, "/healthz").status == 200);
-  fleet.kill(2);
-  CHECK(eventually([&] { return http_get(metrics_port, "/healthz").status == 503; }, 5s));
-  fleet.restart(2);
-  CHECK(eventually([&] { return http_get(metrics_port, "/healthz").status == 200; }, 10s));
+  fleet_with_metrics env;
+  CHECK(http_get(env.metrics_port, "/healthz").status == 200);
+  env.fleet.kill(0);
+  env.fleet.kill(1);
+  CHECK(http_get(env.metrics_port, "/healthz").status == 200);
+  env.fleet.kill(2);
+  CHECK(eventually([&] { return http_get(env.metrics_port, "/healthz").status == 503; }, 5s));
+  env.fleet.restart(2);
+  CHECK(eventually([&] { return http_get(env.metrics_port, "/healthz").status == 200; }, 10s));
 }
 
 TEST_CASE("SIGTERM releases KEEP locks on every master and exits 0", "[integration][service]") {

@@ -218,3 +218,35 @@ TEST_CASE("UNLOCK hands the lock to the waiter in one round: its owner and TTL o
   CHECK(waiter.request("UNLOCK handed " + grant->owner) == "OK");
   CHECK(lock_keys(env.fleet).empty());
 }
+
+TEST_CASE("a waiter whose attempt is in flight when a KEEP lock ends tries again at once",
+          "[integration][wait][keep]") {
+  // The daemon waits up to 2 s for a master's answer: an attempt stays in flight while masters
+  // are paused.
+  fleet_and_daemon env(nlohmann::json{{"node_timeout_ms", 2000}});
+  line_client keeper = env.client();
+  must_lock(keeper, "LOCK job 20000 KEEP");
+  // The first waiter's attempt is refused everywhere: it sleeps the KEEP lock's TTL.
+  const std::int64_t first_before = script_calls(env.fleet, 3);
+  line_client first = env.client();
+  first.send("LOCK job 30000 WAIT 20000\n");
+  REQUIRE(eventually([&] { return script_calls(env.fleet, 3) >= first_before + 2; }));
+  line_client second = env.client();
+  second.send("LOCK job 30000 WAIT 5000\n");
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 2; }));
+  // Masters 0-2 stop answering for a second; the first waiter leaves and the second tries now:
+  // refused by 3 and 4, its requests to 0-2 waiting.
+  for (std::size_t i = 0; i < 3; ++i)
+    env.fleet.run(i, "CLIENT", "PAUSE", "1000", "ALL");
+  const std::int64_t calls_before = script_calls(env.fleet, 3);
+  first.reset();
+  REQUIRE(eventually([&] { return script_calls(env.fleet, 3) > calls_before; }));
+  // The KEEP connection closes while that attempt is out: its lock is released everywhere (on
+  // 0-2 after the attempt, which they refuse).
+  keeper.reset();
+  REQUIRE(eventually([&] { return env.daemon.info().at("keep_locks") == 0; }));
+  second.set_timeout(10s);
+  const std::string reply = second.read_line();
+  INFO("the head, WAIT 5000, behind a 20 s KEEP lock that ended during its attempt: " << reply);
+  CHECK(parse_lock_ok(reply));
+}

@@ -2,9 +2,16 @@
 // masters' wake channel, and costs nothing when nobody waits elsewhere.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <poll.h>
 #include <string>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
 
 #include "checks.hpp"
 #include "test_env.hpp"
@@ -14,21 +21,79 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// PUBLISH calls master `node` has run since it started (scripts' calls included).
-std::int64_t publishes(const redis_fleet& fleet, std::size_t node) {
-  const std::string stats = fleet.run(node, "INFO", "commandstats").str;
-  const auto at = stats.find("cmdstat_publish:calls=");
-  if (at == std::string::npos)
-    return 0;
-  return std::stoll(stats.substr(at + 22));
-}
-
+// PUBLISH calls of every master (scripts' calls included).
 std::int64_t publishes(const redis_fleet& fleet) {
   std::int64_t total = 0;
   for (std::size_t i = 0; i < fleet.size(); ++i)
-    total += publishes(fleet, i);
+    total += command_calls(fleet, i, "publish");
   return total;
 }
+
+// A master that accepts connections and then answers nothing, as one blackholed right after the
+// connection was made; counts the connections on which a SUBSCRIBE arrived.
+class silent_master {
+ public:
+  silent_master() {
+    const loopback_listener listener = listen_on_loopback(64);
+    listen_fd_ = listener.fd;
+    port_ = listener.port;
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~silent_master() {
+    stop_ = true;
+    thread_.join();
+    for (const auto& c : connections_)
+      if (c.fd >= 0)
+        ::close(c.fd);
+    ::close(listen_fd_);
+  }
+  silent_master(const silent_master&) = delete;
+  silent_master& operator=(const silent_master&) = delete;
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int subscriptions() const { return subscriptions_; }
+
+ private:
+  struct connection {
+    int fd;
+    std::string received;
+    bool subscribed;
+  };
+  void serve() {
+    while (!stop_) {
+      std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}};
+      for (const auto& c : connections_)
+        fds.push_back({c.fd, POLLIN, 0}); // a closed one (-1) is ignored by poll
+      ::poll(fds.data(), fds.size(), 10);
+      if (fds[0].revents & POLLIN)
+        connections_.push_back({::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC), "", false});
+      for (std::size_t i = 1; i < fds.size(); ++i) {
+        if ((fds[i].revents & (POLLIN | POLLHUP)) == 0)
+          continue;
+        connection& c = connections_[i - 1];
+        char chunk[4096];
+        const ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
+        if (n <= 0) { // the daemon gave up on it
+          ::close(c.fd);
+          c.fd = -1;
+          continue;
+        }
+        c.received.append(chunk, static_cast<std::size_t>(n));
+        if (!c.subscribed && c.received.find("$9\r\nSUBSCRIBE\r\n") != std::string::npos) {
+          c.subscribed = true;
+          ++subscriptions_;
+        }
+      }
+    }
+  }
+
+  int listen_fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::vector<connection> connections_; // kept open, never answered
+  std::atomic<int> subscriptions_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // The holder's lock outlives the waiter's WAIT by far: only a wake-up can grant it in time.
 void release_wakes_waiter_on_other_daemon(const redis_fleet& fleet, const daemon_process& d1,
@@ -90,23 +155,33 @@ TEST_CASE("two daemons - locks nobody waits for publish nothing", "[integration]
   const lock_grant held = must_lock(c1, "LOCK held 10000");
   CHECK(starts_with(c2.request("LOCK held 10000"), "BUSY "));
   CHECK(c1.request("UNLOCK held " + held.owner) == "OK");
-  // A marker left by the releasing daemon's own waiter: its release publishes nothing either.
-  const lock_grant mine = must_lock(c1, "LOCK mine 10000");
+  // A lock taken through d2, a waiter on d1 (the marks are d1's), the UNLOCK through d1: the
+  // masters find only the releasing daemon's own mark and publish nothing; d1 wakes its waiter.
+  const lock_grant mine = must_lock(c2, "LOCK mine 10000");
+  line_client own(d1.port());
+  own.send("LOCK mine 10000 WAIT 8000\n");
+  REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }, 5s));
+  REQUIRE(eventually([&] { return fleet.pttl(4, wait_marker("mine")) > 0; }, 5s));
+  CHECK(c1.request("UNLOCK mine " + mine.owner) == "OK");
+  const auto got = parse_lock_ok(own.read_line());
+  REQUIRE(got);
+  CHECK(own.request("UNLOCK mine " + got->owner) == "OK");
+  // A waiter that leaves without the lock takes its daemon's mark with it.
+  const lock_grant kept = must_lock(c2, "LOCK left 10000");
   {
     line_client leaver(d1.port());
-    leaver.send("LOCK mine 10000 WAIT 8000\n");
-    REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }, 5s));
+    leaver.send("LOCK left 10000 WAIT 8000\n");
+    REQUIRE(eventually([&] { return fleet.pttl(4, wait_marker("left")) > 0; }, 5s));
   }
   REQUIRE(eventually([&] { return d1.info().at("waiters") == 0; }, 5s));
-  CHECK(fleet.pttl(0, wait_marker("mine")) > 0);
-  CHECK(c1.request("UNLOCK mine " + mine.owner) == "OK");
+  CHECK(c2.request("UNLOCK left " + kept.owner) == "OK");
   CHECK(daemon_links_flushed(d1, fleet, {0, 1, 2, 3, 4}));
   CHECK(publishes(fleet) == 0);
   CHECK(d1.info().at("counters").at("wakeups") == 0);
   CHECK(d2.info().at("counters").at("wakeups") == 0);
   CHECK(lock_keys(fleet).empty());
   for (std::size_t i = 0; i < fleet.size(); ++i)
-    CHECK(fleet.keys(i, wait_marker("*")) == std::vector<std::string>{wait_marker("mine")});
+    CHECK(fleet.keys(i, wait_marker("*")).empty()); // taken out by the grant and the leaver
 }
 
 TEST_CASE("a wake channel cut by the master is subscribed again and wakes waiters as before",
@@ -141,29 +216,200 @@ TEST_CASE(
   redis_fleet fleet(5, acl_args(admin, password, /*wake_channel=*/false), admin);
   temp_dir dir;
   write_file(dir.path() / "redis-password", password + "\n");
-  daemon_process daemon(fleet.addresses(),
-                        {{"redis_username", "redlockd"},
-                         {"redis_password_file", (dir.path() / "redis-password").string()},
-                         {"unsafe_disable_quarantine", true}});
-  REQUIRE(eventually([&] { return daemon.log().find("wake channel of node") != std::string::npos; },
-                     10s));
-  CHECK(daemon.log().find("refused") != std::string::npos);
-  line_client holder(daemon.port());
-  const lock_grant held = must_lock(holder, "LOCK old-acl 10000");
-  {
-    // A waiter that leaves its marker behind: the release below finds it and may not publish.
-    line_client leaver(daemon.port());
-    leaver.send("LOCK old-acl 10000 WAIT 8000\n");
-    REQUIRE(eventually([&] { return daemon.info().at("waiters") == 1; }, 5s));
-  }
-  REQUIRE(eventually([&] { return daemon.info().at("waiters") == 0; }, 5s));
+  const nlohmann::json config = {{"redis_username", "redlockd"},
+                                 {"redis_password_file", (dir.path() / "redis-password").string()},
+                                 {"unsafe_disable_quarantine", true}};
+  daemon_process d1(fleet.addresses(), config);
+  daemon_process d2(fleet.addresses(), config);
+  REQUIRE(
+      eventually([&] { return d2.log().find("wake channel of node") != std::string::npos; }, 10s));
+  CHECK(d2.log().find("refused") != std::string::npos);
+  line_client holder(d1.port());
+  const lock_grant held = must_lock(holder, "LOCK old-acl 1500");
+  // A waiter on the other daemon marks the masters (GET and SET are allowed).
+  line_client waiter(d2.port());
+  waiter.send("LOCK old-acl 10000 WAIT 8000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 1; }, 5s));
   std::size_t marked = 0;
-  for (std::size_t i = 0; i < fleet.size(); ++i)
-    if (fleet.pttl(i, wait_marker("old-acl")) > 0)
-      ++marked;
-  REQUIRE(marked >= 3);
+  REQUIRE(eventually([&] {
+    marked = 0;
+    for (std::size_t i = 0; i < fleet.size(); ++i)
+      if (fleet.pttl(i, wait_marker("old-acl")) > 0)
+        ++marked;
+    return marked >= 3;
+  }));
+  // The release tries to publish (the mark is another daemon's), is refused, releases anyway.
   CHECK(holder.request("UNLOCK old-acl " + held.owner) == "OK");
   CHECK(nodes_holding(fleet, "old-acl", held.owner).empty());
-  const lock_grant again = must_lock(holder, "LOCK old-acl 10000");
-  CHECK(holder.request("UNLOCK old-acl " + again.owner) == "OK");
+  // The waiter was not woken: it tries on its timer, after the holder's remaining TTL.
+  waiter.set_timeout(10s);
+  const auto grant = parse_lock_ok(waiter.read_line());
+  REQUIRE(grant);
+  CHECK(d2.info().at("counters").at("wakeups") == 0);
+  CHECK(waiter.request("UNLOCK old-acl " + grant->owner) == "OK");
+}
+
+TEST_CASE("two daemons - waiters on a lock held on a majority but free elsewhere try at the "
+          "holder's hints, not in a loop",
+          "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  // A plain Redlock client holds "loop" on masters 0, 1 and 2 for 3 s and on master 3 for
+  // 100 ms; master 4 is free. Both waiters are refused on 0-3, then try again when master 3's
+  // copy expires: granted on 3 and 4, refused by the majority, released again.
+  for (std::size_t i = 0; i < 3; ++i)
+    REQUIRE(fleet.set_nx_px(i, "loop", "someone-else", 3000));
+  REQUIRE(fleet.set_nx_px(3, "loop", "someone-else", 100));
+  std::vector<std::int64_t> before;
+  for (std::size_t i = 0; i < fleet.size(); ++i)
+    before.push_back(script_calls(fleet, i));
+  line_client w1(d1.port());
+  line_client w2(d2.port());
+  w1.send("LOCK loop 1000 WAIT 2000\n");
+  w2.send("LOCK loop 1000 WAIT 2000\n");
+  w1.set_timeout(10s);
+  w2.set_timeout(10s);
+  CHECK(starts_with(w1.read_line(), "BUSY "));
+  CHECK(starts_with(w2.read_line(), "BUSY "));
+  // Each waiter tried when it came and when master 3's copy expired (the next hint, 2.9 s, is
+  // past its wait): each try is an acquire and a release per master, and a waiter that gives up
+  // removes its mark. A loop of wake-ups runs thousands in 2 s.
+  for (std::size_t i = 0; i < fleet.size(); ++i) {
+    INFO("master " << i);
+    CHECK(script_calls(fleet, i) - before[i] <= 12);
+  }
+  // Releases of attempts that were never granted wake nobody.
+  CHECK(publishes(fleet) == 0);
+  CHECK(d1.info().at("counters").at("wakeups") == 0);
+  CHECK(d2.info().at("counters").at("wakeups") == 0);
+}
+
+TEST_CASE("two daemons - hand-overs among one daemon's clients do not starve another daemon's "
+          "waiter",
+          "[integration][wake][fairness]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  // x and y pass the lock back and forth through d1, each UNLOCK with the other one waiting; z
+  // waits through d2.
+  line_client x(d1.port());
+  line_client y(d1.port());
+  line_client z(d2.port());
+  lock_grant held = must_lock(x, "LOCK shared 30000");
+  // Tickets are proposals of fencing tokens. With z_younger, d2 has used up proposals on
+  // refused try-locks, so that z's ticket comes after y's: y goes first, then z.
+  const bool z_younger = GENERATE(false, true);
+  CAPTURE(z_younger);
+  for (int i = 0; z_younger && i < 20; ++i)
+    CHECK(starts_with(z.request("LOCK shared 30000"), "BUSY "));
+  y.send("LOCK shared 30000 WAIT 20000\n");
+  REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }));
+  z.send("LOCK shared 30000 WAIT 10000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 1; }));
+  std::this_thread::sleep_for(100ms); // both first attempts are over
+
+  line_client* holder = &x;
+  line_client* next = &y;
+  std::optional<lock_grant> z_grant;
+  int exchanges = 0;
+  for (; exchanges < 50 && !z_grant; ++exchanges) {
+    CHECK(holder->request("UNLOCK shared " + held.owner) == "OK");
+    // The lock goes to y (handed over) or to z (older, through the masters).
+    std::optional<lock_grant> next_grant;
+    REQUIRE(eventually(
+        [&] {
+          if (const auto line = z.try_read_line(0ms))
+            z_grant = parse_lock_ok(*line);
+          else if (const auto other = next->try_read_line(0ms))
+            next_grant = parse_lock_ok(*other);
+          return z_grant || next_grant;
+        },
+        15s));
+    if (z_grant)
+      break;
+    held = *next_grant;
+    holder->send("LOCK shared 30000 WAIT 20000\n"); // and queues again behind it
+    REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }));
+    std::this_thread::sleep_for(100ms); // its first attempt is over
+    std::swap(holder, next);
+  }
+  INFO("exchanges on d1 while z waited: " << exchanges);
+  REQUIRE(z_grant);
+  // z's mark makes it the older waiter at once, or after d1's current head: d1 sees z's ticket
+  // in that hand-over's answers, and its next waiter's ticket comes after it.
+  CHECK(exchanges <= (z_younger ? 1 : 0));
+  CHECK(z.request("UNLOCK shared " + z_grant->owner) == "OK");
+  // The lock goes back to d1's waiter.
+  next->set_timeout(10s);
+  const auto back = parse_lock_ok(next->read_line());
+  REQUIRE(back);
+  CHECK(next->request("UNLOCK shared " + back->owner) == "OK");
+}
+
+TEST_CASE("two daemons - a wake-up that comes while the head's attempt is in flight makes it try "
+          "again when that attempt fails",
+          "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  // d2 waits up to 2 s for a master's answer: its head's attempt stays in flight while master 0
+  // is paused.
+  daemon_process d2(fleet.addresses(), {{"node_timeout_ms", 2000}});
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  // Someone holds "late" on masters 0, 3 and 4: on 0 another client for 20 s, on 3 and 4 a
+  // lock that its holder releases through d1 below.
+  const std::string owner(40, 'a');
+  REQUIRE(fleet.set_nx_px(0, "late", "someone-else", 20000));
+  REQUIRE(fleet.set_nx_px(3, "late", owner, 20000));
+  REQUIRE(fleet.set_nx_px(4, "late", owner, 20000));
+  // The first waiter's attempt is refused by 0, 3 and 4 (it leaves its mark there).
+  const std::int64_t calls_before = script_calls(fleet, 1);
+  line_client first(d2.port());
+  first.send("LOCK late 30000 WAIT 20000\n");
+  REQUIRE(eventually([&] { return script_calls(fleet, 1) >= calls_before + 2; }));
+  line_client second(d2.port());
+  second.send("LOCK late 30000 WAIT 5000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 2; }));
+
+  // Master 0 stops answering for a second; the first waiter leaves, so the second tries now:
+  // granted on 1 and 2, refused on 3 and 4, its request to 0 waiting.
+  fleet.run(0, "CLIENT", "PAUSE", "1000", "ALL");
+  const std::int64_t attempts_before = script_calls(fleet, 3);
+  first.reset();
+  REQUIRE(eventually([&] { return script_calls(fleet, 3) > attempts_before; }));
+  // The lock is released through d1 meanwhile: 3 and 4 publish it while that attempt is out.
+  line_client holder(d1.port());
+  holder.request("UNLOCK late " + owner); // NOTHELD: master 0 answers too late for d1
+  // Master 0 refuses the attempt once it answers (the other client's key): it failed, but a
+  // release came meanwhile, so the head tries again at once instead of sleeping 19 s.
+  second.set_timeout(10s);
+  const std::string reply = second.read_line();
+  INFO("the head, WAIT 5000, behind a lock released while its attempt was out: " << reply);
+  const auto grant = parse_lock_ok(reply);
+  REQUIRE(grant);
+  CHECK(nodes_holding(fleet, "late", grant->owner).size() >= 3);
+}
+
+TEST_CASE("a wake channel whose SUBSCRIBE is never answered is opened again",
+          "[integration][wake]") {
+  // Four real masters and one that accepts connections but never answers: the subscriber
+  // connection to it must not wait for its SUBSCRIBE forever (its health check skipped
+  // connections that were not subscribed yet).
+  redis_fleet fleet(4);
+  silent_master silent;
+  daemon_options options;
+  options.nodes = fleet.addresses();
+  options.nodes.push_back(silent.address());
+  options.ready_nodes = fleet.addresses();
+  options.extra = {{"redis_stall_ms", 300}, {"redis_health_interval_ms", 100}};
+  daemon_process daemon(options);
+  // Each connection is given up after the stall limit (300 ms) and opened again after the
+  // backoff; a new SUBSCRIBE arrives each time.
+  CHECK(eventually([&] { return silent.subscriptions() >= 3; }, 10s));
+  INFO("SUBSCRIBEs the silent master received: " << silent.subscriptions());
+  line_client client(daemon.port());
+  const lock_grant grant = must_lock(client, "LOCK still-works 10000");
+  CHECK(client.request("UNLOCK still-works " + grant.owner) == "OK");
 }

@@ -5,7 +5,8 @@
 # purged again on any exit, failure included.
 #   tests/packaging/check_deb.sh BUILD_DIR VERSION
 # Needs root (dpkg -i), and the Debian packages dpkg-dev and file (dpkg-shlibdeps), systemd
-# (systemd-analyze) and scdoc (the man pages). A missing tool is a failure, not a skip.
+# (systemd-analyze), scdoc (the man pages) and python3-debian (the copyright file's format).
+# A missing tool is a failure, not a skip.
 set -uo pipefail
 [ $# -eq 2 ] && [ -d "$1" ] || { echo "usage: $0 BUILD_DIR VERSION" >&2; exit 2; }
 build=$(cd "$1" && pwd)
@@ -18,6 +19,8 @@ for tool in cpack:cmake dpkg:dpkg dpkg-deb:dpkg dpkg-shlibdeps:dpkg-dev file:fil
   systemd-analyze:systemd gzip:gzip man:man-db; do
   command -v "${tool%%:*}" >/dev/null || missing+=("${tool%%:*} (Debian package ${tool#*:})")
 done
+/usr/bin/python3 -c 'import debian.copyright' 2>/dev/null ||
+  missing+=("Debian's python3 with debian.copyright (Debian package python3-debian)")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "FAIL: missing ${missing[*]}; scripts/setup --test installs them"
   exit 1
@@ -97,6 +100,7 @@ expected=(
   /usr/share/man/man8/redlockd.8.gz /usr/share/man/man1/redlockctl.1.gz
   /usr/share/man/man5/redlockd.json.5.gz
   /usr/share/doc/redlockd/README.md /usr/share/doc/redlockd/PROTOCOL.md
+  /usr/share/doc/redlockd/docs/operations.md /usr/share/doc/redlockd/copyright
   /usr/share/doc/redlockd/examples/redis-master@.service
   /usr/share/doc/redlockd/examples/redis-master.conf
   /usr/share/doc/redlockd/examples/redlockd-alerts.yml
@@ -129,6 +133,30 @@ grep -q '^ */etc/redlockd/redlockd.json ' <<<"$conffiles" && ok "/etc/redlockd/r
   fail "/etc/redlockd/redlockd.json is not a conffile: $conffiles"
 cmp -s /etc/redlockd/redlockd.json "$root/config/redlockd.json" ||
   fail "/etc/redlockd/redlockd.json differs from config/redlockd.json"
+
+# The copyright file parses as machine-readable debian/copyright (python3-debian, strict), every
+# file is Apache-2.0, and the license text it points to is the repository's LICENSE.
+copyright_ok() {
+  /usr/bin/python3 - /usr/share/doc/redlockd/copyright <<'PY'
+import sys
+import debian.copyright as dc
+with open(sys.argv[1]) as f:
+    parsed = dc.Copyright(f, strict=True)
+files = [(p.files, p.license.synopsis) for p in parsed.all_files_paragraphs()]
+if files != [(("*",), "Apache-2.0")]:
+    sys.exit(f"Files paragraphs: {files}, expected one: * under Apache-2.0")
+if not parsed.header.upstream_name == "redlockd":
+    sys.exit(f"Upstream-Name: {parsed.header.upstream_name}")
+PY
+}
+if out=$(copyright_ok 2>&1); then
+  ok "/usr/share/doc/redlockd/copyright is machine-readable (Format 1.0), Files: * Apache-2.0"
+else
+  fail "/usr/share/doc/redlockd/copyright: $out"
+fi
+grep -q '/usr/share/common-licenses/Apache-2.0' /usr/share/doc/redlockd/copyright &&
+  cmp -s /usr/share/common-licenses/Apache-2.0 "$root/LICENSE" ||
+  fail "copyright does not point to /usr/share/common-licenses/Apache-2.0, or that differs from LICENSE"
 
 for page in man8/redlockd.8 man1/redlockctl.1 man5/redlockd.json.5; do
   gzip -dc "/usr/share/man/$page.gz" | grep -q '^\.TH ' || fail "/usr/share/man/$page.gz is not a roff man page"

@@ -33,6 +33,7 @@ check_prefix() {
   done
   for want in "$etc/redlockd.json" "$unitdir/redlockd.service" \
     "$prefix/share/doc/redlockd/README.md" "$prefix/share/doc/redlockd/PROTOCOL.md" \
+    "$prefix/share/doc/redlockd/copyright" \
     "$prefix/share/doc/redlockd/examples/redis-master@.service" \
     "$prefix/share/doc/redlockd/examples/redis-master.conf" \
     "$prefix/share/doc/redlockd/examples/redlockd-alerts.yml" \

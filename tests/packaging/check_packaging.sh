@@ -7,7 +7,8 @@
 # REDLOCKD_BINARY: a built redlockd; the unit is rendered from config/redlockd.service.in.
 # Without an argument the unit is rendered from the template with ExecStart pointed at true(1),
 # and the --check-config checks are skipped.
-# Needs (Debian 12): systemd (systemd-analyze), docker-compose, python3, python3-yaml.
+# Needs (Debian 12): systemd (systemd-analyze), docker-compose, python3, python3-yaml; with a
+# binary, redis-server too (the image's health check is run against a real daemon).
 # Installs nothing.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -203,16 +204,34 @@ check "redis-master.conf: noeviction, AOF everysec, notes on the trade-offs" mas
 
 compose_file=$root/docker/docker-compose.yml
 resolved=$work/compose.yml
+# A developer's docker/.env must not decide the outcome: an empty env file, and the secret (or
+# not) in the environment.
+: >"$work/empty.env"
+test_secret=check-packaging-secret
+compose() { docker-compose --env-file "$work/empty.env" -f "$compose_file" "$@"; }
 compose_config() {
   have docker-compose docker-compose || return 1
-  docker-compose -f "$compose_file" config >"$resolved"
+  REDLOCKD_CLIENT_SECRET=$test_secret compose config >"$resolved"
 }
 check "docker-compose config parses docker/docker-compose.yml" compose_config
+
+compose_needs_secret() {
+  have docker-compose docker-compose || return 1
+  local out
+  if out=$(env -u REDLOCKD_CLIENT_SECRET docker-compose --env-file "$work/empty.env" \
+    -f "$compose_file" config 2>&1); then
+    echo "docker-compose config succeeded without REDLOCKD_CLIENT_SECRET"
+    return 1
+  fi
+  grep -q 'REDLOCKD_CLIENT_SECRET' <<<"$out" || { echo "$out"; return 1; }
+}
+check "compose refuses to start redlockd without a client secret (REDLOCKD_CLIENT_SECRET)" \
+  compose_needs_secret
 
 services_match() {
   have docker-compose docker-compose || return 1
   local services
-  services=$(docker-compose -f "$compose_file" config --services | sort | tr '\n' ' ')
+  services=$(REDLOCKD_CLIENT_SECRET=$test_secret compose config --services | sort | tr '\n' ' ')
   [ "$services" = "redis1 redis2 redis3 redis4 redis5 redlockd " ] ||
     { echo "services: $services"; return 1; }
 }
@@ -262,7 +281,17 @@ def check_masters(resolved):
     if len(volumes) != len(names):
         fail(f"masters share volumes: {sorted(volumes)}")
 
-def check_redlockd(resolved, repo):
+def published(port):
+    """(host_ip, published, target) of a resolved port: docker-compose 1.29 writes the short
+    form "127.0.0.1:7400:7400/tcp", newer versions a mapping."""
+    if isinstance(port, dict):
+        return (port.get("host_ip", ""), str(port.get("published")), str(port.get("target")))
+    match = re.fullmatch(r"(?:(.*):)?(\d+):(\d+)(?:/tcp)?", str(port))
+    if not match:
+        fail(f"cannot read the port {port!r}")
+    return (match.group(1) or "", match.group(2), match.group(3))
+
+def check_redlockd(resolved, repo, secret):
     compose = load_compose(resolved)
     service = compose["services"]["redlockd"]
     build = service.get("build", {})
@@ -272,9 +301,15 @@ def check_redlockd(resolved, repo):
     wanted = {name: {"condition": "service_healthy"} for name in masters(compose)}
     if depends != wanted:
         fail(f"depends_on: {depends}, expected every master with service_healthy")
-    ports = service.get("ports", [])
-    if len(ports) != 1 or str(ports[0].get("published")) != "7400" or ports[0].get("target") != 7400:
-        fail(f"ports: {ports}, expected only 7400:7400")
+    ports = sorted(published(p) for p in service.get("ports", []))
+    if ports != [("127.0.0.1", "7400", "7400"), ("127.0.0.1", "7401", "7401")]:
+        fail(f"ports: {service.get('ports')}, expected only 127.0.0.1:7400:7400 and "
+             f"127.0.0.1:7401:7401 (loopback: nothing published on every interface)")
+    environment = service.get("environment", {})
+    if isinstance(environment, list):
+        environment = dict(e.split("=", 1) for e in environment)
+    if environment.get("REDLOCKD_CLIENT_SECRET") != secret:
+        fail(f"REDLOCKD_CLIENT_SECRET is not taken from the environment: {environment}")
     mount = f"{repo}/docker/redlockd.json:/etc/redlockd/redlockd.json"
     if not any(str(v).startswith(mount) for v in service.get("volumes", [])):
         fail(f"volumes: {service.get('volumes')}, expected {mount}")
@@ -308,8 +343,8 @@ def check_dockerfile(path, repo):
     if not any("7400" in l.split() for l in directive("EXPOSE")):
         fail(f"EXPOSE 7400 missing: {directive('EXPOSE')}")
     health = " ".join(directive("HEALTHCHECK"))
-    if not re.search(r'redlockctl"?,? +"?--addr"?,? +"?127\.0\.0\.1:7400"?.*"?ping"?', health):
-        fail(f"HEALTHCHECK is not redlockctl --addr 127.0.0.1:7400 ping: {health}")
+    if "/healthz" not in health or "7401" not in health or "ping" in health.lower():
+        fail(f"HEALTHCHECK does not ask 127.0.0.1:7401/healthz (which knows quorum): {health}")
     entry = " ".join(directive("ENTRYPOINT"))
     if not re.search(r'redlockd"?,? +"?--config"?,? +"?/etc/redlockd/redlockd\.json', entry):
         fail(f"ENTRYPOINT is not redlockd --config /etc/redlockd/redlockd.json: {entry}")
@@ -335,16 +370,67 @@ py() { have python3 python3 && python3 "$work/checks.py" "$@"; }
 
 check "compose masters: redis 7, noeviction, AOF everysec, no replication, health check, own volume" \
   py masters "$resolved"
-check "compose redlockd: built from docker/Dockerfile, waits for healthy masters, one port, config mounted" \
-  py redlockd "$resolved" "$root"
+check "compose redlockd: built from docker/Dockerfile, waits for healthy masters, loopback ports, secret, config mounted" \
+  py redlockd "$resolved" "$root" "$test_secret"
 check "docker/redlockd.json: nodes are exactly the compose masters (redis1:6379..redis5:6379)" \
   py config "$resolved" "$root/docker/redlockd.json"
-check "Dockerfile: bookworm-slim stages, non-root, EXPOSE 7400, redlockctl ping health check" \
+check "Dockerfile: bookworm-slim stages, non-root, EXPOSE 7400, /healthz health check" \
   py dockerfile "$root/docker/Dockerfile" "$root"
 
 # --- the daemon accepts the shipped configs ----------------------------------------------------
 
+# The image's HEALTHCHECK command itself, with 7401 replaced by a free port, against this daemon
+# in front of one redis-server: it succeeds while the master answers and fails once it is gone
+# (a PING would still be answered then).
+healthcheck_knows_quorum() {
+  have redis-server redis-server && have python3 python3 || return 1
+  local dir=$work/health redis_port listen_port metrics_port redis_pid daemon_pid status=0 cmd=()
+  mkdir -p "$dir"
+  read -r redis_port listen_port metrics_port < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')
+  mapfile -d '' cmd < <(python3 - "$root/docker/Dockerfile" "$metrics_port" <<'PY'
+import json, re, sys
+text = re.sub(r"\\\n", " ", open(sys.argv[1]).read())
+line = next(l for l in text.splitlines() if l.strip().upper().startswith("HEALTHCHECK"))
+for arg in json.loads(re.search(r"CMD\s+(\[.*\])", line).group(1)):
+    sys.stdout.write(arg.replace("7401", sys.argv[2]) + "\0")
+PY
+  )
+  [ ${#cmd[@]} -gt 0 ] || { echo "no exec-form HEALTHCHECK CMD in docker/Dockerfile"; return 1; }
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
+    --logfile "$dir/redis.log" &
+  redis_pid=$!
+  printf '{"listen": "127.0.0.1:%s", "nodes": ["127.0.0.1:%s"], "metrics_listen": "127.0.0.1:%s"}\n' \
+    "$listen_port" "$redis_port" "$metrics_port" >"$dir/redlockd.json"
+  "$binary" --config "$dir/redlockd.json" 2>"$dir/redlockd.log" &
+  daemon_pid=$!
+  eventually() { # command...: true once it succeeds within 30 s (a start-up bound, not a measurement)
+    local i
+    for i in $(seq 300); do "$@" && return 0; sleep 0.1; done
+    return 1
+  }
+  fails() { ! "$@"; }
+  if ! eventually "${cmd[@]}"; then
+    echo "the health check never succeeded with the master up: ${cmd[*]}"
+    status=1
+  else
+    kill "$redis_pid"
+    wait "$redis_pid" 2>/dev/null
+    eventually fails "${cmd[@]}" ||
+      { echo "the health check still succeeds with the only master gone: ${cmd[*]}"; status=1; }
+  fi
+  kill "$daemon_pid" "$redis_pid" 2>/dev/null
+  wait "$daemon_pid" 2>/dev/null
+  [ $status -eq 0 ] || { echo "--- redlockd log"; tail -n 20 "$dir/redlockd.log"; }
+  return $status
+}
+
 if [ -n "$binary" ]; then
+  check "Dockerfile HEALTHCHECK: healthy while a quorum is usable, unhealthy without one" \
+    healthcheck_knows_quorum
   check "redlockd --check-config accepts docker/redlockd.json" \
     "$binary" --check-config --config "$root/docker/redlockd.json"
   check "redlockd --check-config accepts config/redlockd.json" \

@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <system_error>
 #include <thread>
 #include <unistd.h>
@@ -17,26 +18,41 @@ using clock_type = std::chrono::steady_clock;
 
 line_client::line_client(std::uint16_t port, std::chrono::milliseconds timeout)
     : timeout_(timeout) {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) {
-    throw std::system_error(errno, std::generic_category(), "socket");
-  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(port);
+  connect_to(reinterpret_cast<const sockaddr*>(&addr), sizeof(addr),
+             "127.0.0.1:" + std::to_string(port));
+  const int one = 1;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+line_client::line_client(const std::filesystem::path& socket_file,
+                         std::chrono::milliseconds timeout)
+    : timeout_(timeout) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path = socket_file.string();
+  if (path.size() >= sizeof addr.sun_path)
+    throw std::system_error(ENAMETOOLONG, std::generic_category(), "connect " + path);
+  path.copy(addr.sun_path, path.size());
+  connect_to(reinterpret_cast<const sockaddr*>(&addr), sizeof(addr), path);
+}
+
+void line_client::connect_to(const sockaddr* address, socklen_t size, const std::string& name) {
+  fd_ = ::socket(address->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0)
+    throw std::system_error(errno, std::generic_category(), "socket");
   int r = 0;
   do {
-    r = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    r = ::connect(fd_, address, size);
   } while (r != 0 && errno == EINTR);
   if (r != 0) {
     const int saved = errno;
     close_fd();
-    throw std::system_error(saved, std::generic_category(),
-                            "connect 127.0.0.1:" + std::to_string(port));
+    throw std::system_error(saved, std::generic_category(), "connect " + name);
   }
-  const int one = 1;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 line_client::line_client(std::uint16_t port, const tls_client_files& tls,
@@ -291,6 +307,26 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
     return std::nullopt;
   }
   return value;
+}
+
+loopback_listener listen_on_loopback(int backlog) {
+  loopback_listener out;
+  out.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (out.fd < 0)
+    throw std::system_error(errno, std::generic_category(), "socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (::bind(out.fd, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+      ::listen(out.fd, backlog) != 0 ||
+      ::getsockname(out.fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const int error = errno;
+    ::close(out.fd);
+    throw std::system_error(error, std::generic_category(), "listen on 127.0.0.1");
+  }
+  out.port = ntohs(address.sin_port);
+  return out;
 }
 
 std::optional<lock_grant> parse_lock_ok(std::string_view reply) {

@@ -1,13 +1,16 @@
-// A blocking line-protocol client over TCP to 127.0.0.1, with a receive timeout.
+// A blocking line-protocol client over TCP to 127.0.0.1 (or a Unix-domain socket), with a
+// receive timeout.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <sys/socket.h>
 #include <vector>
 
 #include "tls_files.hpp"
@@ -31,7 +34,10 @@ class line_client {
   // Connects to 127.0.0.1:port; throws std::system_error when the connection is refused.
   explicit line_client(std::uint16_t port,
                        std::chrono::milliseconds timeout = std::chrono::seconds(5));
-  // The same over TLS; throws std::runtime_error when the handshake fails.
+  // Connects to the Unix-domain socket at `socket_file`; throws std::system_error on failure.
+  explicit line_client(const std::filesystem::path& socket_file,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Over TCP with TLS; throws std::runtime_error when the handshake fails.
   line_client(std::uint16_t port, const tls_client_files& tls,
               std::chrono::milliseconds timeout = std::chrono::seconds(5));
   ~line_client();
@@ -69,6 +75,8 @@ class line_client {
   const std::string& pending() const { return buffer_; }
 
  private:
+  // Opens fd_ connected to `address` (blocking); throws std::system_error naming `name`.
+  void connect_to(const sockaddr* address, socklen_t size, const std::string& name);
   enum class fill_result : std::uint8_t { data, timeout, closed };
   fill_result fill(std::chrono::steady_clock::time_point deadline);
   void close_fd();
@@ -79,6 +87,14 @@ class line_client {
   std::string buffer_;
   bool eof_ = false;
 };
+
+// A listening TCP socket on a free 127.0.0.1 port, for stand-ins of a daemon or a master: its
+// descriptor and port. Throws std::system_error when the socket cannot be set up.
+struct loopback_listener {
+  int fd = -1;
+  std::uint16_t port = 0;
+};
+loopback_listener listen_on_loopback(int backlog);
 
 // Tries to connect and get "PONG" until `timeout`; true on success.
 bool wait_for_ping(std::uint16_t port, std::chrono::milliseconds timeout);

@@ -109,7 +109,8 @@ std::string file_tail(const fs::path& file, std::size_t max_bytes) {
 }
 
 child_process::child_process(const std::string& binary, const std::vector<std::string>& args,
-                             const fs::path& stdout_log, const fs::path& stderr_log) {
+                             const fs::path& stdout_log, const fs::path& stderr_log,
+                             const std::vector<std::pair<int, int>>& pass_fds) {
   // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
   std::vector<std::string> argv_storage;
   argv_storage.push_back(binary);
@@ -174,6 +175,15 @@ child_process::child_process(const std::string& binary, const std::vector<std::s
     }
     ::dup2(out_fd, STDOUT_FILENO);
     ::dup2(err_fd, STDERR_FILENO);
+    // First out of the way (a source may be another pair's target), then into place; dup2 and
+    // F_DUPFD clear close-on-exec.
+    constexpr int parked = 200;
+    for (std::size_t i = 0; i < pass_fds.size(); ++i)
+      ::dup2(pass_fds[i].second, parked + static_cast<int>(i));
+    for (std::size_t i = 0; i < pass_fds.size(); ++i) {
+      ::dup2(parked + static_cast<int>(i), pass_fds[i].first);
+      ::close(parked + static_cast<int>(i));
+    }
     ::execv(argv[0], argv.data());
     static const char msg[] = "execv failed\n";
     [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
@@ -251,8 +261,11 @@ bool child_process::running() {
 
 void child_process::signal(int sig) {
   if (!reaped_) {
-    ::kill(-pid_, sig);
-    ::kill(pid_, sig); // in case the child had not yet called setpgid
+    // One signal, never two: a second SIGTERM sent after a preempted first one can reach a daemon
+    // that has already finished its shutdown and dropped its handler, and kill it (seen in CI).
+    if (::kill(-pid_, sig) != 0) {
+      ::kill(pid_, sig); // the child has not yet called setpgid
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <sys/types.h>
+#include <utility>
 #include <vector>
 
 namespace redlockd::test {
@@ -42,10 +43,12 @@ class child_process {
  public:
   child_process() = default;
   // Starts `binary` with `args` (argv[0] is the binary). When `stderr_log` is empty, stderr goes
-  // to `stdout_log` too.
+  // to `stdout_log` too. Each pair of `pass_fds` is (descriptor in the child, this process's
+  // descriptor it is a copy of), for a child that talks over extra pipes.
   child_process(const std::string& binary, const std::vector<std::string>& args,
                 const std::filesystem::path& stdout_log,
-                const std::filesystem::path& stderr_log = {});
+                const std::filesystem::path& stderr_log = {},
+                const std::vector<std::pair<int, int>>& pass_fds = {});
   ~child_process();
   child_process(child_process&& other) noexcept;
   child_process& operator=(child_process&& other) noexcept;

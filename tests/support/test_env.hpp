@@ -36,6 +36,23 @@ struct fleet_and_daemon {
   daemon_process daemon;
 };
 
+// One fleet of five masters and one daemon with its metrics port (/metrics, /healthz, the
+// status page) on a free loopback port.
+struct fleet_with_metrics {
+  explicit fleet_with_metrics(nlohmann::json extra = nlohmann::json::object())
+      : metrics_port(free_loopback_port()),
+        daemon(fleet.addresses(), with_metrics(std::move(extra), metrics_port)) {}
+
+  static nlohmann::json with_metrics(nlohmann::json extra, std::uint16_t port) {
+    extra["metrics_listen"] = "127.0.0.1:" + std::to_string(port);
+    return extra;
+  }
+
+  redis_fleet fleet;
+  std::uint16_t metrics_port;
+  daemon_process daemon;
+};
+
 inline bool starts_with(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0;
 }
@@ -139,6 +156,25 @@ inline long long expired_keys(const redis_fleet& fleet) {
   return total;
 }
 
+// Calls of `command` (lowercase: "evalsha", "publish", ...) master `node` has run since it
+// started, scripts' own calls included (INFO commandstats); 0 if none. What the masters did,
+// whatever the daemons answered.
+inline std::int64_t command_calls(const redis_fleet& fleet, std::size_t node,
+                                  const std::string& command) {
+  const std::string stats = fleet.run(node, "INFO", "commandstats").str;
+  const std::string field = "cmdstat_" + command + ":calls=";
+  const auto at = stats.find(field);
+  if (at == std::string::npos) {
+    return 0;
+  }
+  return std::stoll(stats.substr(at + field.size()));
+}
+
+// Script calls (EVALSHA and EVAL) master `node` has run since it started.
+inline std::int64_t script_calls(const redis_fleet& fleet, std::size_t node) {
+  return command_calls(fleet, node, "evalsha") + command_calls(fleet, node, "eval");
+}
+
 // The word at `index` of a reply as an integer (std::nullopt when absent or not decimal).
 inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_t index) {
   const auto words = split_words(reply);
@@ -149,8 +185,8 @@ inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_
 }
 
 // The redis-server arguments of an ACL fleet: the default user needs `admin` (for the test's own
-// helpers) and the user "redlockd" has `password` and only the commands the README lists; with
-// `wake_channel` false, the list of releases before cross-daemon wake-ups (no pub/sub).
+// helpers) and the user "redlockd" has `password` and only the commands docs/security.md lists;
+// with `wake_channel` false, the list of releases before cross-daemon wake-ups (no pub/sub).
 inline std::vector<std::string> acl_args(const std::string& admin, const std::string& password,
                                          bool wake_channel = true) {
   std::vector<std::string> args = {

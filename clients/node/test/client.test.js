@@ -77,6 +77,27 @@ describe("with one daemon", () => {
     (await c.acquire("node:using", { ttl: 1000 })).release();
   });
 
+  test("status, hello, remaining, and disposal (await using) releases and closes", async () => {
+    const c = cs.make([daemon.address]);
+    assert.deepEqual(await c.status("node:status"), { held: false, remaining: 0 });
+    const lease = await c.acquire("node:status", { ttl: 10000 });
+    const held = await c.status("node:status");
+    assert.equal(held.held, true);
+    assert.ok(held.remaining > 5000 && held.remaining <= 10000, `remaining ${held.remaining}`);
+    assert.ok(!JSON.stringify(held).includes(lease.owner)); // STATUS never names the owner
+    assert.ok(lease.remaining() > 5000 && lease.remaining() <= lease.validity);
+    assert.match(await c.hello(), /^redlockd \S+ proto=1 nodes=5 quorum=3$/);
+    // What `await using lease = ...` calls at the end of its scope.
+    await lease[Symbol.asyncDispose]();
+    assert.deepEqual(await c.status("node:status"), { held: false, remaining: 0 });
+    await assert.rejects(c.status("two words"), TypeError);
+    const disposable = new Client([daemon.address]);
+    const kept = await disposable.acquire("node:dispose", { ttl: 30000, keep: true });
+    await disposable[Symbol.asyncDispose](); // closes: the daemon releases its KEEP locks
+    assert.ok(await eventually(() => kept.lost, 10000));
+    assert.ok(await eventually(async () => !(await c.status("node:dispose")).held, 10000));
+  });
+
   test("errors", async () => {
     const c = cs.make([daemon.address]);
     await assert.rejects(c.acquire("node:err", { ttl: 7_200_000 }), (e) => e instanceof ServerError && e.code === "BAD_TTL");
@@ -194,6 +215,7 @@ describe("LOST", () => {
     assert.match(lease.signal.reason.message, /LOST/);
     await lease.release(); // already reported: no NotHeldError
     await assert.rejects(c.acquire("node:lost2", { ttl: 1000 }), (e) => e instanceof NoQuorumError && e.needed === 3);
+    await assert.rejects(c.status("node:lost2"), NoQuorumError);
   });
 });
 

@@ -13,18 +13,20 @@ connection is marked lost, and the next call connects to the next address of the
 `redlockd.aio.Client` is the asyncio variant: `async with client.lock(...) as lease:`.
 """
 
-from ._client import (
+from ._client import Client, Lease
+from ._protocol import (
     AuthError,
-    Client,
     ConnectionLost,
-    Lease,
     LockBusy,
     NoQuorum,
     NotHeld,
     RedlockdError,
     ServerError,
+    Status,
     Unavailable,
 )
+
+__version__ = "0.1.0"
 
 __all__ = [
     "AuthError",
@@ -36,5 +38,6 @@ __all__ = [
     "NotHeld",
     "RedlockdError",
     "ServerError",
+    "Status",
     "Unavailable",
 ]

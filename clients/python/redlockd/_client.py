@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import json
 import select
 import socket
 import ssl
@@ -11,128 +10,18 @@ import threading
 import time
 from typing import Callable, Iterable, Optional, Union
 
-__all__ = [
-    "AuthError",
-    "Client",
-    "ConnectionLost",
-    "Lease",
-    "LockBusy",
-    "NoQuorum",
-    "NotHeld",
-    "RedlockdError",
-    "ServerError",
-    "Unavailable",
-]
+from . import _protocol as proto
+from ._protocol import (
+    AuthError,
+    ConnectionLost,
+    NotHeld,
+    RedlockdError,
+    ServerError,
+    Status,
+    Unavailable,
+)
 
-
-# ----------------------------------------------------------------------------------------------
-# Errors
-
-
-class RedlockdError(Exception):
-    """Base class of every error this module raises for a daemon's answer or a failed connection."""
-
-
-class LockBusy(RedlockdError):
-    """`BUSY`: someone else holds the lock (after the wait ran out, if there was one)."""
-
-    def __init__(self, retry_after: float):
-        super().__init__(f"lock is held by someone else (retry after {retry_after:.3f} s)")
-        self.retry_after = retry_after  # seconds: the smallest remaining TTL the masters reported
-
-
-class NoQuorum(RedlockdError):
-    """`NOQUORUM`: too few masters took part. Nothing of the attempt is left locked."""
-
-    def __init__(self, granted: int, needed: int):
-        super().__init__(f"no quorum: {granted} master(s) granted, {needed} needed")
-        self.granted = granted
-        self.needed = needed
-
-
-class NotHeld(RedlockdError):
-    """`NOTHELD`: UNLOCK or EXTEND of a lock this owner no longer holds on a majority."""
-
-    def __init__(self, resource: str = ""):
-        super().__init__(f"lock {resource!r} is not held by this owner" if resource else "not held")
-        self.resource = resource
-
-
-class ServerError(RedlockdError):
-    """`ERR <CODE> <message>`: the request was refused and changed nothing."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code} {message}".strip())
-        self.code = code
-        self.message = message
-
-
-class AuthError(ServerError):
-    """`ERR NOAUTH` or `ERR AUTH_FAILED`: no secret, or the wrong one."""
-
-
-class ConnectionLost(RedlockdError, ConnectionError):
-    """The connection failed while this call was in flight; its outcome is unknown.
-
-    A LOCK in flight may have been granted: a plain lease then ends by its TTL, a KEEP lock is
-    released by the daemon when it sees the connection close."""
-
-
-class Unavailable(RedlockdError, ConnectionError):
-    """No daemon of the address list could be reached (or none completed the handshake)."""
-
-
-def _error_from_reply(reply: str, resource: str = "") -> RedlockdError:
-    parts = reply.split(" ")
-    status = parts[0]
-    try:
-        if status == "BUSY":
-            return LockBusy(int(parts[1]) / 1000.0)
-        if status == "NOQUORUM":
-            return NoQuorum(int(parts[1]), int(parts[2]))
-    except (IndexError, ValueError):
-        pass
-    if status == "NOTHELD":
-        return NotHeld(resource)
-    if status == "ERR" and len(parts) >= 2:
-        code, message = parts[1], " ".join(parts[2:])
-        if code in ("NOAUTH", "AUTH_FAILED"):
-            return AuthError(code, message)
-        return ServerError(code, message)
-    return ServerError("PROTOCOL", f"unexpected reply {reply!r}")
-
-
-# ----------------------------------------------------------------------------------------------
-# Arguments
-
-
-def _token(value: str, what: str) -> str:
-    """A protocol argument: 1-256 printable ASCII bytes without spaces (no line injection)."""
-    if not isinstance(value, str) or not 1 <= len(value) <= 256:
-        raise ValueError(f"{what} must be a string of 1 to 256 characters")
-    if any(not 0x21 <= ord(ch) <= 0x7E for ch in value):
-        raise ValueError(f"{what} must be printable ASCII without spaces: {value!r}")
-    return value
-
-
-def _ms(seconds: float, what: str, minimum: int = 1) -> int:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError(f"{what} must be a number of seconds")
-    ms = int(round(seconds * 1000.0))
-    if ms < minimum:
-        raise ValueError(f"{what} must be at least {minimum} ms, got {seconds!r} s")
-    return ms
-
-
-def _parse_address(address: str) -> tuple[str, int]:
-    address = address.strip()
-    if address.startswith("["):  # [::1]:7400
-        host, _, port = address[1:].partition("]:")
-    else:
-        host, _, port = address.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"address must be HOST:PORT, got {address!r}")
-    return host, int(port)
+__all__ = ["Client", "Lease"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -491,10 +380,10 @@ class Client:
                  connect_timeout: float = 5.0, timeout: Optional[float] = 10.0):
         if isinstance(addresses, str):
             addresses = addresses.split(",")
-        self._addresses = [_parse_address(a) for a in addresses]
+        self._addresses = [proto.parse_address(a) for a in addresses]
         if not self._addresses:
             raise ValueError("at least one address is needed")
-        self._secret = _token(secret, "secret") if secret is not None else None
+        self._secret = proto.token(secret, "secret") if secret is not None else None
         self._timeout = timeout
         if tls is True:
             tls = ssl.create_default_context()
@@ -566,10 +455,9 @@ class Client:
                                        f"{self._connect_timeout} s")
                 if p.error is not None:
                     raise p.error
-                if not p.reply.startswith("OK"):
-                    raise _error_from_reply(p.reply)
-            if " proto=1" not in hello.reply:
-                raise ServerError("PROTOCOL", f"not a redlockd speaking protocol 1: {hello.reply!r}")
+            if auth is not None:
+                proto.parse_ok(auth.reply)
+            proto.check_protocol(proto.parse_hello(hello.reply))
         except BaseException:
             conn.close()
             raise
@@ -618,19 +506,13 @@ class Client:
         keep=True binds the lock to the connection: the daemon renews it while the connection is
         open. If it cannot (LOST), or the connection fails, lease.lost is set and on_lost(lease)
         is called on a separate thread."""
-        line = f"LOCK {_token(resource, 'resource')} {_ms(ttl, 'ttl')}"
-        if wait is not None:
-            line += f" WAIT {_ms(wait, 'wait', minimum=0)}"
-        if keep:
-            line += " KEEP"
-        elif on_lost is not None:
+        line = proto.lock_request(resource, ttl, wait, keep)
+        if on_lost is not None and not keep:
             raise ValueError("on_lost needs keep=True: a plain lease ends by its TTL")
         pending = _Pending(line, resource=resource, keep=keep, is_lock=True, wait=wait or 0.0)
         reply, conn = self._call(pending)
-        parts = reply.split(" ")
-        if parts[0] != "OK" or len(parts) != 4:
-            raise _error_from_reply(reply, resource)
-        return Lease(self, resource, parts[1], int(parts[2]), int(parts[3]) / 1000.0, keep,
+        grant = proto.parse_grant(reply, resource)
+        return Lease(self, resource, grant.owner, grant.fence, grant.validity, keep,
                      pending.state, conn if keep else None, on_lost)
 
     def lock(self, resource: str, ttl: float, *, wait: Optional[float] = None, keep: bool = False,
@@ -639,33 +521,29 @@ class Client:
         return self.acquire(resource, ttl, wait=wait, keep=keep, on_lost=on_lost)
 
     def unlock(self, resource: str, owner: str) -> None:
-        reply, _ = self._call(_Pending(f"UNLOCK {_token(resource, 'resource')} "
-                                       f"{_token(owner, 'owner')}"))
-        if reply != "OK":
-            raise _error_from_reply(reply, resource)
+        reply, _ = self._call(_Pending(proto.unlock_request(resource, owner)))
+        proto.parse_ok(reply, resource)
 
     def extend(self, resource: str, owner: str, ttl: float) -> float:
         """EXTEND to ttl seconds from now; returns the validity in seconds."""
-        reply, _ = self._call(_Pending(f"EXTEND {_token(resource, 'resource')} "
-                                       f"{_token(owner, 'owner')} {_ms(ttl, 'ttl')}"))
-        parts = reply.split(" ")
-        if parts[0] != "OK" or len(parts) != 2:
-            raise _error_from_reply(reply, resource)
-        return int(parts[1]) / 1000.0
+        reply, _ = self._call(_Pending(proto.extend_request(resource, owner, ttl)))
+        return proto.parse_validity(reply, resource)
+
+    def status(self, resource: str) -> Status:
+        """STATUS: whether a LOCK now would be refused, read from the masters (never the owner).
+        Raises NoQuorum when too few masters answered to say."""
+        reply, _ = self._call(_Pending(proto.status_request(resource)))
+        return proto.parse_status(reply, resource)
 
     def ping(self) -> None:
         reply, _ = self._call(_Pending("PING"))
-        if reply != "PONG":
-            raise _error_from_reply(reply)
+        proto.parse_pong(reply)
 
     def hello(self) -> str:
+        """HELLO: "redlockd <version> proto=1 nodes=N quorum=Q"."""
         reply, _ = self._call(_Pending("HELLO"))
-        if not reply.startswith("OK "):
-            raise _error_from_reply(reply)
-        return reply[3:]
+        return proto.parse_hello(reply)
 
     def info(self) -> dict:
         reply, _ = self._call(_Pending("INFO"))
-        if not reply.startswith("OK "):
-            raise _error_from_reply(reply)
-        return json.loads(reply[3:])
+        return proto.parse_info(reply)

@@ -16,22 +16,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import inspect
-import json
 import ssl
 import time
 from typing import Callable, Iterable, Optional, Union
 
-from ._client import (
+from . import _protocol as proto
+from ._protocol import (
     AuthError,
     ConnectionLost,
     NotHeld,
     RedlockdError,
     ServerError,
+    Status,
     Unavailable,
-    _error_from_reply,
-    _ms,
-    _parse_address,
-    _token,
 )
 
 __all__ = ["Client", "Lease"]
@@ -204,12 +201,20 @@ class Lease:
     def lost_reason(self) -> str:
         return self._state.reason if self._state is not None else ""
 
+    def remaining(self) -> float:
+        """Seconds of guaranteed validity left (0 when lost)."""
+        if self.lost.is_set():
+            return 0.0
+        return max(0.0, self.expires_at - time.monotonic())
+
     async def extend(self, ttl: float) -> float:
+        """EXTEND to `ttl` seconds from now; returns the new validity in seconds."""
         validity = await self._client.extend(self.resource, self.owner, ttl)
         self.validity, self.expires_at = validity, time.monotonic() + validity
         return validity
 
     async def release(self) -> None:
+        """UNLOCK. Raises NotHeld if the lock had already expired (unless it was reported lost)."""
         if self._released:
             return
         self._released = True
@@ -255,10 +260,10 @@ class Client:
                  connect_timeout: float = 5.0, timeout: Optional[float] = 10.0):
         if isinstance(addresses, str):
             addresses = addresses.split(",")
-        self._addresses = [_parse_address(a) for a in addresses]
+        self._addresses = [proto.parse_address(a) for a in addresses]
         if not self._addresses:
             raise ValueError("at least one address is needed")
-        self._secret = _token(secret, "secret") if secret is not None else None
+        self._secret = proto.token(secret, "secret") if secret is not None else None
         self._timeout = timeout
         self._tls = ssl.create_default_context() if tls is True else (tls or None)
         self._server_name = server_name
@@ -305,16 +310,15 @@ class Client:
         conn = _Conn(reader, writer, f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
                      self._timeout)
         try:
-            entries = ([_Entry(f"AUTH {self._secret}")] if self._secret is not None else [])
-            entries.append(_Entry("HELLO"))
-            for entry in entries:
-                conn.send(entry)
-            for entry in entries:
-                reply = await entry.future
-                if not reply.startswith("OK"):
-                    raise _error_from_reply(reply)
-            if " proto=1" not in reply:
-                raise ServerError("PROTOCOL", f"not a redlockd speaking protocol 1: {reply!r}")
+            # AUTH and HELLO in one write: requests are checked in order, so this works.
+            auth = _Entry(f"AUTH {self._secret}") if self._secret is not None else None
+            hello = _Entry("HELLO")
+            if auth is not None:
+                conn.send(auth)
+            conn.send(hello)
+            if auth is not None:
+                proto.parse_ok(await auth.future)
+            proto.check_protocol(proto.parse_hello(await hello.future))
         except BaseException:
             conn.close()
             raise
@@ -331,49 +335,46 @@ class Client:
     async def acquire(self, resource: str, ttl: float, *, wait: Optional[float] = None,
                       keep: bool = False,
                       on_lost: Optional[Callable[[Lease], object]] = None) -> Lease:
-        line = f"LOCK {_token(resource, 'resource')} {_ms(ttl, 'ttl')}"
-        if wait is not None:
-            line += f" WAIT {_ms(wait, 'wait', minimum=0)}"
-        if keep:
-            line += " KEEP"
-        elif on_lost is not None:
+        """LOCK, as redlockd.Client.acquire; on_lost may be a coroutine function."""
+        line = proto.lock_request(resource, ttl, wait, keep)
+        if on_lost is not None and not keep:
             raise ValueError("on_lost needs keep=True: a plain lease ends by its TTL")
         entry = _Entry(line, resource, keep, is_lock=True, wait=wait or 0.0)
         reply, conn = await self._call(entry)
-        parts = reply.split(" ")
-        if parts[0] != "OK" or len(parts) != 4:
-            raise _error_from_reply(reply, resource)
-        return Lease(self, resource, parts[1], int(parts[2]), int(parts[3]) / 1000.0, keep,
-                     entry.state, conn if keep else None, on_lost)
+        grant = proto.parse_grant(reply, resource)
+        return Lease(self, resource, grant.owner, grant.fence, grant.validity, keep, entry.state,
+                     conn if keep else None, on_lost)
 
     def lock(self, resource: str, ttl: float, **kwargs) -> _LockContext:
         """`async with client.lock(...) as lease:` acquires, and releases when the block ends."""
         return _LockContext(self, (resource, ttl), kwargs)
 
     async def unlock(self, resource: str, owner: str) -> None:
-        reply, _ = await self._call(_Entry(f"UNLOCK {_token(resource, 'resource')} "
-                                           f"{_token(owner, 'owner')}"))
-        if reply != "OK":
-            raise _error_from_reply(reply, resource)
+        reply, _ = await self._call(_Entry(proto.unlock_request(resource, owner)))
+        proto.parse_ok(reply, resource)
 
     async def extend(self, resource: str, owner: str, ttl: float) -> float:
-        reply, _ = await self._call(_Entry(f"EXTEND {_token(resource, 'resource')} "
-                                           f"{_token(owner, 'owner')} {_ms(ttl, 'ttl')}"))
-        parts = reply.split(" ")
-        if parts[0] != "OK" or len(parts) != 2:
-            raise _error_from_reply(reply, resource)
-        return int(parts[1]) / 1000.0
+        """EXTEND to ttl seconds from now; returns the validity in seconds."""
+        reply, _ = await self._call(_Entry(proto.extend_request(resource, owner, ttl)))
+        return proto.parse_validity(reply, resource)
+
+    async def status(self, resource: str) -> Status:
+        """STATUS, as redlockd.Client.status."""
+        reply, _ = await self._call(_Entry(proto.status_request(resource)))
+        return proto.parse_status(reply, resource)
 
     async def ping(self) -> None:
         reply, _ = await self._call(_Entry("PING"))
-        if reply != "PONG":
-            raise _error_from_reply(reply)
+        proto.parse_pong(reply)
+
+    async def hello(self) -> str:
+        """HELLO: "redlockd <version> proto=1 nodes=N quorum=Q"."""
+        reply, _ = await self._call(_Entry("HELLO"))
+        return proto.parse_hello(reply)
 
     async def info(self) -> dict:
         reply, _ = await self._call(_Entry("INFO"))
-        if not reply.startswith("OK "):
-            raise _error_from_reply(reply)
-        return json.loads(reply[3:])
+        return proto.parse_info(reply)
 
     async def close(self) -> None:
         self._closed = True

@@ -231,3 +231,29 @@ def make_pki(directory: Path) -> dict:
             "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", f"{name}.crt")
     return {name: str(directory / name)
             for name in ("ca.crt", "server.crt", "server.key", "client.crt", "client.key")}
+
+
+def serve() -> None:
+    """`python3 tests/harness.py serve`: five masters and a daemon for a program outside the test
+    suites (scripts/test-clients' package checks). Prints the daemon's address on one line, then
+    keeps everything running until standard input is closed."""
+    import sys
+
+    fleet = Fleet(5)
+    try:
+        daemon = Daemon(fleet.addresses)
+        try:
+            print(daemon.address, flush=True)
+            sys.stdin.read()
+        finally:
+            daemon.close()
+    finally:
+        fleet.close()
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["serve"]:
+        sys.exit("usage: harness.py serve")
+    serve()

@@ -86,6 +86,23 @@ class LockTests(_FleetCase):
         with self.assertRaises(redlockd.NotHeld):
             lease.extend(5.0)
 
+    def test_status_hello_and_remaining(self):
+        c = self.client()
+        self.assertEqual(c.status("py:status"), redlockd.Status(held=False, remaining=0.0))
+        lease = c.acquire("py:status", ttl=10.0)
+        status = c.status("py:status")
+        self.assertTrue(status.held)
+        self.assertGreater(status.remaining, 5.0)
+        self.assertLessEqual(status.remaining, 10.0)
+        self.assertNotIn(lease.owner, repr(status))  # STATUS never names the owner
+        self.assertGreater(lease.remaining(), 5.0)
+        self.assertLessEqual(lease.remaining(), lease.validity)
+        lease.release()
+        self.assertFalse(c.status("py:status").held)
+        self.assertRegex(c.hello(), r"^redlockd \S+ proto=1 nodes=5 quorum=3$")
+        with self.assertRaises(ValueError):
+            c.status("two words")
+
     def test_errors(self):
         c = self.client()
         with self.assertRaises(redlockd.ServerError) as caught:
@@ -249,6 +266,8 @@ class LostTests(_FleetCase):
         with self.assertRaises(redlockd.NoQuorum) as caught:
             c.acquire("py:lost-2", ttl=1.0)
         self.assertEqual(caught.exception.needed, 3)
+        with self.assertRaises(redlockd.NoQuorum):
+            c.status("py:lost-2")
 
 
 class FailoverTests(unittest.TestCase):

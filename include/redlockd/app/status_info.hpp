@@ -1,5 +1,5 @@
 // What the daemon reports about itself: the INFO command's JSON document, the /metrics
-// snapshot, and each master's state as both show it.
+// snapshot, the status page and its JSON (/v1/status), and each master's state as they show it.
 #pragma once
 
 #include "redlockd/app/daemon_parts.hpp"
@@ -11,6 +11,8 @@
 
 namespace redlockd {
 
+class counter_rates;
+
 // The master's state: one of node_states ("ok", "connecting", "down", "down:auth",
 // "quarantined:restart", ...).
 std::string_view node_state(const daemon_parts& parts, std::size_t node);
@@ -18,5 +20,10 @@ std::string_view node_state(const daemon_parts& parts, std::size_t node);
 std::string info_json(const daemon_parts& parts);
 // Everything /metrics exposes, read now.
 metrics_snapshot snapshot(const daemon_parts& parts);
+// GET /v1/status: INFO's document plus the counters' rates (kept in `rates`), the locks granted
+// here that are still valid and the waiters per resource; never an owner.
+std::string status_json(const daemon_parts& parts, counter_rates& rates);
+// GET /: the same as an HTML page.
+std::string status_page(const daemon_parts& parts, counter_rates& rates);
 
 } // namespace redlockd

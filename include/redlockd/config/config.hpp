@@ -38,6 +38,12 @@ inline constexpr std::size_t max_nodes = 16;
 struct config {
   // Where clients connect.
   endpoint listen{"127.0.0.1", 7400};
+  // Also accept clients on a Unix-domain socket at this absolute path (same protocol, sessions
+  // and limits; plaintext, even with `tls`: the file's mode decides who may connect); empty
+  // (the default) turns it off.
+  std::string listen_unix;
+  // The permission bits of that socket file (in JSON an octal string such as "0660").
+  std::uint32_t listen_unix_mode = 0660;
   // The independent Redis masters. The embedded default is the local fleet of scripts/fleet.
   std::vector<endpoint> nodes{{"127.0.0.1", 7001},
                               {"127.0.0.1", 7002},

@@ -35,6 +35,7 @@ struct command_line {
   std::string cacert, cert, key;
   std::string output = "text";
   std::string ttl, wait, kill_after;
+  int conflict_exit_code = 1; // run: the exit code when the lock is held by someone else
 };
 
 // Parses argv without the program name. Options may stand anywhere before "--", each at most

@@ -26,7 +26,8 @@ struct tls_options {
 
 class line_connection {
  public:
-  // "host:port" (or "[v6]:port"), TLS when `tls` is set. Throws connection_error.
+  // "host:port" (or "[v6]:port"), TLS when `tls` is set; or "unix:PATH" (plaintext only). Throws
+  // connection_error.
   line_connection(std::string_view address, std::chrono::milliseconds timeout,
                   const std::optional<tls_options>& tls = std::nullopt);
   ~line_connection();

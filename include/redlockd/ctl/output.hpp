@@ -11,8 +11,9 @@ namespace redlockd::ctl {
 bool is_success_reply(const std::string& reply);
 
 // Prints the successful `reply` to `command` (lock, unlock, extend, status, info or ping) on
-// `out`: as text, or as one JSON object with `json` (lock, extend, status; info is the daemon's
-// own JSON). Throws connection_error for a reply that does not have the expected fields.
+// `out`: as text, or as one JSON object with `json` (info: the daemon's own JSON; unlock
+// {"resource","released":true}; ping {"reply":"PONG"}). Throws connection_error for a reply that
+// does not have the expected fields.
 void print_reply(std::ostream& out, const std::string& command, const std::string& resource,
                  const std::string& reply, bool json);
 

@@ -33,6 +33,8 @@ struct run_options {
   std::chrono::milliseconds kill_after{0}; // 0: the default, see default_kill_after()
   std::vector<std::string> command;        // argv, run without a shell
   std::chrono::milliseconds timeout{5'000};
+  int conflict_exit_code = exit_code::busy; // when the lock is held by someone else
+  bool json = false; // after the command: {"resource","fence","exit_code","lost"} on stdout
 };
 
 // How `run` watches its lock. The daemon pushes LOST while more than a third of the TTL is still

@@ -15,7 +15,8 @@ struct acquire_vote {
   vote cast = vote::failed;
   bool bad_fence = false; // granted, but the fence key holds something that is not a counter
 };
-// `validity_ms` is what the attempt has left now: a grant that leaves none is no grant.
+// `validity_ms` is what the attempt has left now: a grant that leaves none is no grant. A rival
+// ticket (another daemon's waiter) is observed into `fences`.
 acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, fence_round& round,
                            std::uint64_t& retry_ms, std::int64_t validity_ms);
 vote count_fence_bump(const fence_bump_reply& reply, fence_register& fences, fence_round& round);

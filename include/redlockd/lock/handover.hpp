@@ -1,14 +1,11 @@
 // Hand-over: an UNLOCK whose resource has a waiter at the head of this daemon's queue gives the
 // lock to that waiter in one round (the hand_over script), instead of a release round and then
-// an acquisition round. The waiter's operation runs the round as an acquisition (quorum,
-// validity from the start of the round, fencing as LOCK); the releaser's answer follows the
-// release rule: OK when its key was found (and replaced) on a quorum. No I/O.
+// an acquisition round. The UNLOCK runs the round as its own release: each master's answer
+// carries release's answer for the releasing owner, so the UNLOCK's tally, node timeout, answer,
+// draining and key-loss detection are those of a plain UNLOCK. The same answer carries the
+// waiter's vote, which goes to the waiter's operation: its round is an acquisition with its own
+// node timeout (validity from the start of the round, fencing as LOCK). No I/O.
 #pragma once
-
-#include "redlockd/lock/decisions.hpp"
-#include "redlockd/lock/owner.hpp"
-#include "redlockd/lock/redlock.hpp"
-#include "redlockd/resp/script_calls.hpp"
 
 #include <cstdint>
 
@@ -18,43 +15,18 @@ namespace redlockd {
 struct hand_over_facts {
   bool releaser_holds = false; // the UNLOCK's owner is the lease (or KEEP lock) granted here
   bool head_waiting = false;   // the resource's head waiter is between attempts
+  bool head_in_time = false;   // and its WAIT has not run out (its expiry may not have fired yet)
   bool delayed = false;        // the resource is lock-delayed
 };
 bool hand_over_applies(const hand_over_facts& facts);
 
-// One master's answer to a hand-over.
-struct hand_over_vote {
-  acquire_vote waiter;   // the new owner's vote, as an acquire's
-  bool answered = false; // the master answered the whole script
-  bool found = false;    // the releasing owner's key was there, and is the new owner's now
-};
-// `validity_ms` is what the waiter's attempt has left now, as for count_acquire.
-hand_over_vote count_hand_over(const hand_over_reply& reply, fence_register& fences,
-                               fence_round& round, std::uint64_t& retry_ms,
-                               std::int64_t validity_ms);
-
-// The releaser's side of a hand-over round, kept in the waiter's operation while it runs.
-struct hand_over_state {
+// An UNLOCK's link to the waiter whose round its hand_over commands carry: their waiter votes go
+// to that round as long as it is the waiter's current one.
+struct hand_over_link {
   bool active = false;
-  owner_id from{};               // the releasing owner
-  std::uint32_t unlock_slot = 0; // the UNLOCK's operation, answered when the outcome is known
-  std::uint64_t unlock_serial = 0;
-  std::uint32_t found = 0;    // masters where the releasing owner's key was replaced
-  std::uint32_t answered = 0; // masters that answered the script
-
-  void record(std::size_t node, const hand_over_vote& v) {
-    const std::uint32_t bit = std::uint32_t{1} << node;
-    if (v.answered)
-      answered |= bit;
-    if (v.found)
-      found |= bit;
-  }
+  std::uint32_t waiter_slot = 0;
+  std::uint64_t waiter_serial = 0;
+  std::uint32_t waiter_generation = 0;
 };
-
-// The releaser's verdict, from the masters that found its key and the waiter's round (whose
-// pending nodes may still find it): released (OK) once found on a quorum, notheld once that can
-// no longer happen, pending until then.
-enum class hand_over_release : std::uint8_t { pending, released, notheld };
-hand_over_release judge_hand_over_release(std::uint32_t found, const vote_tally& waiter_round);
 
 } // namespace redlockd

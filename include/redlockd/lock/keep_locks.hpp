@@ -24,6 +24,7 @@ struct keep_lock {
   std::uint64_t ttl_ms = 0;
   clock_type::time_point valid_until{};
   std::uint32_t granted = 0; // nodes that granted the acquisition or the last renewal
+  std::uint64_t fence = 0;   // its fencing token
   std::shared_ptr<reply_sink> sink;
   std::uint64_t seq = 0; // of the OK that granted it: LOST never goes out before it
 };
@@ -38,7 +39,7 @@ class keep_locks {
 
   // A KEEP acquisition succeeded: the lock, with the count its request reserved.
   std::uint32_t add(const std::string& key, const owner_id& owner, std::uint64_t ttl_ms,
-                    clock_type::time_point valid_until, std::uint32_t granted,
+                    clock_type::time_point valid_until, std::uint32_t granted, std::uint64_t fence,
                     std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   // Ends it (UNLOCK, LOST, the client gone): its count is given back.
   void drop(std::uint32_t index);
@@ -54,6 +55,13 @@ class keep_locks {
   keep_lock& at(std::uint32_t index) { return locks_[index]; }
   std::uint32_t slots() const { return static_cast<std::uint32_t>(locks_.size()); }
   std::size_t size() const { return locks_.size() - free_.size(); }
+  // Calls f(lock) for every KEEP lock held, read-only.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const keep_lock& k : locks_)
+      if (k.active)
+        f(k);
+  }
 
  private:
   std::vector<keep_lock> locks_;

@@ -20,6 +20,7 @@ struct lease {
   clock_type::time_point expires{};     // its TTL on the masters
   clock_type::time_point valid_until{}; // the validity given to the client
   std::uint32_t granted = 0;            // masters that granted it
+  std::uint64_t fence = 0;              // its fencing token
 };
 
 class lease_table {
@@ -37,6 +38,13 @@ class lease_table {
   void delay(const std::string& key);
   // Until when `key` is refused, if it is; a lease that ran out unreleased starts a delay.
   std::optional<clock_type::time_point> delayed_until(const std::string& key);
+
+  // Calls f(key, lease) for every lease still remembered (some may have run out), read-only.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& [key, held] : leases_)
+      f(key, held);
+  }
 
  private:
   void sweep();

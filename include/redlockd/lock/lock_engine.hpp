@@ -7,7 +7,8 @@
 // operation.hpp (an operation and its phases), decisions.hpp (votes and verdicts),
 // node_health.hpp (which masters vote: quarantine and re-seed), wait_queues.hpp, keep_locks.hpp,
 // leases.hpp (leases and lock-delay), release_cleanups.hpp, deadline_queue.hpp, handover.hpp (an
-// UNLOCK handing its lock to the head waiter in one round).
+// UNLOCK handing its lock to the head waiter in one round), key_loss.hpp (a master that lost a
+// live key).
 #pragma once
 
 #include "redlockd/config/config.hpp"
@@ -17,6 +18,7 @@
 #include "redlockd/lock/fencing.hpp"
 #include "redlockd/lock/keep_locks.hpp"
 #include "redlockd/lock/leases.hpp"
+#include "redlockd/lock/lock_views.hpp"
 #include "redlockd/lock/node_health.hpp"
 #include "redlockd/lock/operation.hpp"
 #include "redlockd/lock/owner.hpp"
@@ -114,7 +116,17 @@ class lock_engine {
   std::size_t operations_in_flight() const { return slots_.size() - free_slots_.size(); }
   std::size_t waiters() const { return queues_.total(); }
   std::size_t keep_locks() const { return keeps_.size(); }
+  // LOCK from its request to its reply (WAIT included); each attempt's round, from its start to
+  // its decision (the masters' work); and each granted LOCK's wait, from its request to the start
+  // of the attempt that won (the queue).
   const latency_histogram& acquire_latency() const { return acquire_latency_; }
+  const latency_histogram& acquire_round_latency() const { return acquire_round_latency_; }
+  const latency_histogram& acquire_wait_latency() const { return acquire_wait_latency_; }
+
+  // Read-only views for the status page (engine_views.cpp), sorted by resource: the leases and
+  // KEEP locks granted here that are still valid, and the WAIT queues. No owner in them.
+  std::vector<held_lock> held_locks() const;
+  std::vector<resource_waiters> waiting() const;
 
   // For a session writing a grant later than it was decided: the KEEP lock's validity now, or
   // nullopt if it is gone; grant_expired() drops a KEEP lock whose OK could not be written.
@@ -129,6 +141,7 @@ class lock_engine {
   std::shared_ptr<reply_sink> retire(std::uint32_t slot); // its sink; null if the client left
   void free_slot(std::uint32_t slot);
   void begin_round(std::uint32_t slot, op_phase phase, request_kind kind);
+  void open_round(std::uint32_t slot, op_phase phase); // a new generation, tally and deadline
   void send_round(std::uint32_t slot, request_kind kind);
   void format_round(const operation& op, request_kind kind, script_by by); // into command_
   void decide(std::uint32_t slot);
@@ -142,15 +155,21 @@ class lock_engine {
   bool stale(const deadline& entry) const;
   void fire(const deadline& entry);
 
+  // Whether `tag` is the current round of its operation and `node` has not answered it yet.
+  bool expects(const request_tag& tag, std::size_t node) const;
+  // A reply (or one passed on to a hand-over's waiter) for the operation `tag` names: counted,
+  // drained, or sent again by source after NOSCRIPT.
+  void take_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
+
   // Votes and key-loss detection (engine_votes.cpp)
-  void count_vote(std::uint32_t slot, std::size_t node, const request_tag& tag,
-                  const script_reply& reply);
+  void count_vote(std::uint32_t slot, std::size_t node, const script_reply& reply);
   bool clock_ok(std::size_t node, const std::optional<node_time>& time, const operation& op);
   void drain_reply(std::uint32_t slot, std::size_t node, const script_reply& reply);
   void after_vote(std::uint32_t slot);
   void end_draining(std::uint32_t slot);
   void expect_lease(operation& op);
   void judge_key_loss(operation& op);
+  void key_lost(std::uint32_t masters, std::string_view key); // quarantines them
 
   // LOCK, WAIT and KEEP (engine_acquire.cpp)
   void try_acquire(std::uint32_t slot);
@@ -159,20 +178,35 @@ class lock_engine {
   void start_fencing_round(std::uint32_t slot);
   void lock_acquired(std::uint32_t slot, std::int64_t validity);
   void lock_failed(std::uint32_t slot, std::string line);
-  // Leaves the queue; when `slot` was its head, the new head tries at `wake_next`.
-  void dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next = std::nullopt);
+  // Leaves the queue; when `slot` was its head, the new head tries at `wake_next`. The last
+  // waiter to leave without the lock (not `served`) takes this daemon's wait-marker entries out.
+  void dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next = std::nullopt,
+               bool served = false);
+  void unmark(const std::string& key);
+  // The wait mark of a queued LOCK's attempt (in marker_).
+  wait_mark mark_of(const operation& op);
+  // A waiter between attempts whose WAIT ran out: answered with its last failure.
+  void wait_ran_out(std::uint32_t slot);
+  // The head waiter of `key`, if it is between attempts, tries at `when`.
   void wake_head(const std::string& key, clock_type::time_point when);
+  // The queued `slot` tries at `when`, unless a retry is due earlier already.
+  void schedule_retry(std::uint32_t slot, clock_type::time_point when);
+  // The lock on `key` was released (an UNLOCK or a KEEP end here, a grant nobody took): the
+  // head waiter tries at `when`, or, if its attempt is in flight, at once should that fail.
+  void lock_released(const std::string& key, clock_type::time_point when);
   std::chrono::milliseconds jitter(std::uint64_t up_to_ms);
   std::uint32_t start_keep(std::uint32_t slot, std::int64_t validity); // returns its index
   void renew(std::uint32_t index);
   void decide_renewal(std::uint32_t slot);
   void lose(std::uint32_t index);
   // An UNLOCK handed over to the head waiter (engine_handover.cpp). start_hand_over runs the
-  // waiter's hand-over round for the UNLOCK in `unlock_slot` and returns true, or returns false
-  // (the UNLOCK releases normally). settle_hand_over answers the UNLOCK once its outcome is
-  // known and returns true when the waiter's round may then be judged as an acquisition.
+  // UNLOCK in `unlock_slot` as a hand-over round together with its head waiter's round and
+  // returns true, or returns false (the UNLOCK releases normally). pass_to_waiter gives the
+  // waiter its vote from a master's answer to the UNLOCK (nullptr: the connection was lost),
+  // while the waiter's round is the one the UNLOCK carries (handing_to_waiter).
   bool start_hand_over(std::uint32_t unlock_slot, bool releaser_holds);
-  bool settle_hand_over(std::uint32_t slot);
+  bool handing_to_waiter(const operation& unlock_op) const;
+  void pass_to_waiter(std::uint32_t unlock_slot, std::size_t node, const script_reply* reply);
   // A KEEP lock ends without an UNLOCK (lost, or its client gone): released everywhere, the
   // resource lock-delayed, its head waiter woken.
   void end_keep(std::uint32_t index);
@@ -188,8 +222,13 @@ class lock_engine {
   // Names this daemon in the wait markers it leaves, so that its own releases do not publish
   // wake-ups for its own waiters (they learn of them here): 16 random hex characters.
   std::string daemon_id_;
+  // How long past a waiter's next try its wait-marker entry counts, and how long a woken
+  // daemon's entry still counts after a release: time to try (2 node timeouts and 100 ms).
+  std::uint64_t mark_slack_ms_;
   engine_counters counters_;
   latency_histogram acquire_latency_;
+  latency_histogram acquire_round_latency_;
+  latency_histogram acquire_wait_latency_;
   std::vector<operation> slots_;
   std::vector<std::uint32_t> free_slots_;
   std::uint64_t next_serial_ = 1;

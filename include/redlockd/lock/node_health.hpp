@@ -72,7 +72,8 @@ class node_health {
 
   // The longest TTL known on the fleet: granted here or read from the masters.
   std::uint64_t max_ttl() const { return max_ttl_; }
-  // A TTL this daemon grants or extends to: the bounds above follow it.
+  // A TTL a quorum granted or extended to through this daemon (never one that was refused):
+  // the bounds above follow it.
   void granting(std::uint64_t ttl_ms);
 
  private:

@@ -5,6 +5,7 @@
 #include "redlockd/lock/engine_io.hpp"
 #include "redlockd/lock/fencing.hpp"
 #include "redlockd/lock/handover.hpp"
+#include "redlockd/lock/key_loss.hpp"
 #include "redlockd/lock/owner.hpp"
 #include "redlockd/lock/redlock.hpp"
 
@@ -26,7 +27,8 @@ enum class op_phase : std::uint8_t { idle, waiting, voting, fencing, draining };
 
 // The only moves an operation makes (operation::enter asserts them):
 //   idle -> waiting                    a request arrives (allocate)
-//   waiting -> voting                  an attempt or round starts (a hand-over: the waiter's)
+//   waiting -> voting                  an attempt or round starts (a hand-over: the UNLOCK's
+//                                      and the waiter's)
 //   waiting -> waiting                 a lock-delayed WAIT waits on
 //   waiting -> idle                    answered without a round (TOO_MANY, BUSY, timed out, gone)
 //   voting -> fencing                  granted, but the fence conflicts: another round
@@ -60,19 +62,16 @@ struct acquisition {
   bool keep = false;          // KEEP: counts against its connection's limit
   bool keep_started = false;  // the KEEP lock exists; it owns that count now
   clock_type::time_point wait_until{};
-  std::string last_failure;  // the reply to give if the wait runs out
-  hand_over_state hand_over; // while this attempt is an UNLOCK's hand-over round
-};
-
-// Key-loss detection. lock: the masters that granted. unlock, extend and renew: the masters that
-// granted the lease this daemon gave for (key, owner), while it is valid (until expect_until),
-// and the masters that answered that the key is gone.
-struct lease_watch {
-  bool drain = false; // after the reply, collect the other masters' answers (phase draining)
-  std::uint32_t granted = 0;
-  std::uint32_t expect_held = 0;
-  clock_type::time_point expect_until{};
-  std::uint32_t missing = 0;
+  // A queued LOCK's next attempt: the stamp of its wait_retry deadline (0: none pending) and
+  // when it is due. A new attempt, or an earlier retry, makes the pending one stale.
+  std::uint64_t retry_stamp = 0;
+  clock_type::time_point retry_at{};
+  // A release of the lock was seen while an attempt was in flight: if that attempt fails, the
+  // next one goes at once instead of after the holder's remaining TTL.
+  bool woken = false;
+  // The proposal of a queued LOCK's first attempt (0: it has not tried yet).
+  std::uint64_t ticket = 0;
+  std::string last_failure; // the reply to give if the wait runs out
 };
 
 struct operation {
@@ -87,8 +86,9 @@ struct operation {
   vote_tally tally;
   std::shared_ptr<reply_sink> sink; // null: nobody waits for the answer (a renewal, a gone client)
   std::uint64_t seq = 0;
-  acquisition lock;  // kind lock
-  lease_watch watch; // every kind
+  acquisition lock;       // kind lock
+  hand_over_link handing; // kind unlock: the waiter its round hands the lock to
+  lease_watch watch;      // every kind
   // kind renew: which KEEP lock, and its generation when the renewal began.
   std::uint32_t keep_index = 0;
   std::uint32_t keep_generation = 0;

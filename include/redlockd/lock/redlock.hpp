@@ -56,14 +56,15 @@ class vote_tally {
   std::size_t nodes() const { return nodes_; }
   std::size_t needed() const { return needed_; }
   std::size_t yes() const { return yes_; }
-  // The nodes that voted yes, as a bit set (max_nodes fits in 32 bits).
-  std::uint32_t yes_mask() const {
+  // The nodes that voted `v`, as a bit set (max_nodes fits in 32 bits).
+  std::uint32_t mask_of(vote v) const {
     std::uint32_t mask = 0;
     for (std::size_t node = 0; node < nodes_; ++node)
-      if (votes_[node] == vote::yes)
+      if (votes_[node] == v)
         mask |= std::uint32_t{1} << node;
     return mask;
   }
+  std::uint32_t yes_mask() const { return mask_of(vote::yes); }
   std::size_t no() const { return no_; }
   std::size_t failed() const { return failed_; }
   std::size_t pending() const { return nodes_ - yes_ - no_ - failed_; }

@@ -1,37 +1,54 @@
 // Releases nobody waits for (a failed acquisition, a lost or abandoned KEEP lock, masters that
 // did not vote in an UNLOCK). Each is tracked until every master it went to answered: NOSCRIPT
 // gets a resend by source, and a master whose link was down gets it when it is back, until the
-// key would have expired anyway. No I/O: commands go out through node_io.
+// key would have expired anyway. The release of a lock this daemon granted judges key loss as
+// an UNLOCK does (key_loss.hpp). No I/O: commands go out through node_io.
 #pragma once
 
 #include "redlockd/config/config.hpp"
 #include "redlockd/lock/engine_io.hpp"
+#include "redlockd/lock/key_loss.hpp"
 #include "redlockd/lock/owner.hpp"
 #include "redlockd/resp/script_calls.hpp"
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace redlockd {
 
+// What a release nobody waits for releases: an attempt that was never granted (a failed LOCK),
+// whose release wakes nobody, or a lock that was (a KEEP lock that ended, a grant nobody took,
+// an UNLOCK's master that could not vote), whose release may wake other daemons' waiters.
+enum class released : std::uint8_t { attempt, lock };
+
 class release_cleanups {
  public:
-  // `daemon_id`: the engine's, for the releases' wait-marker check.
-  release_cleanups(node_io& io, std::size_t nodes, const register_keys& keys,
-                   const std::string& daemon_id)
-      : io_(io), node_count_(nodes), keys_(keys), daemon_id_(daemon_id) {}
+  // Called with the masters a release found without the key of a lock that was still valid.
+  using key_lost_function = std::function<void(std::uint32_t masters, std::string_view key)>;
 
-  // Releases (key, owner) on every master, also those that refused or did not answer (their SET
-  // may have happened after all).
-  void everywhere(std::string_view key, const owner_id& owner, clock_type::time_point expires);
+  // `daemon_id`: the engine's, for the releases' wait-marker check; `slack_ms`: what a woken
+  // daemon's entry keeps (see the release script).
+  release_cleanups(node_io& io, std::size_t nodes, const register_keys& keys,
+                   const std::string& daemon_id, std::uint64_t slack_ms, key_lost_function key_lost)
+      : io_(io), node_count_(nodes), keys_(keys), daemon_id_(daemon_id), slack_ms_(slack_ms),
+        key_lost_(std::move(key_lost)) {}
+
+  // Releases (key, owner) on every master but those in `spared` (masters that answered that they
+  // did not set it), also those that did not answer (their SET may have happened after all).
+  // `expect`: where and until when the lock was known to be held (expect_held, expect_until),
+  // for a lock this daemon granted.
+  void everywhere(std::string_view key, const owner_id& owner, clock_type::time_point expires,
+                  released what, const lease_watch& expect = {}, std::uint32_t spared = 0);
   // Releases it on one master only.
   void on(std::size_t node, std::string_view key, const owner_id& owner,
-          clock_type::time_point expires);
-  // The answer to one (nullptr: the connection was lost).
-  void on_reply(std::size_t node, const request_tag& tag, const script_reply* reply);
+          clock_type::time_point expires, released what);
+  // The answer to one (nullptr: the connection was lost), handled at `now`.
+  void on_reply(std::size_t node, const request_tag& tag, const script_reply* reply,
+                clock_type::time_point now);
   // The link is back: what it missed goes out now.
   void on_node_ready(std::size_t node, clock_type::time_point now);
 
@@ -40,10 +57,14 @@ class release_cleanups {
     std::string key;
     owner_id owner{};
     clock_type::time_point expires{};
+    released what = released::attempt;
+    lease_watch watch;      // key-loss detection: expected, and the masters that said gone
+    std::size_t found = 0;  // masters that still held it (and released it)
     std::uint32_t refs = 0; // replies and owed sends still to come
   };
 
-  std::uint32_t add(std::string_view key, const owner_id& owner, clock_type::time_point expires);
+  std::uint32_t add(std::string_view key, const owner_id& owner, clock_type::time_point expires,
+                    released what);
   void format(std::uint32_t index, script_by by); // into command_
   void send(std::size_t node, std::uint32_t index);
   void owe(std::size_t node, std::uint32_t index);
@@ -54,6 +75,8 @@ class release_cleanups {
   std::size_t node_count_;
   const register_keys& keys_;
   const std::string& daemon_id_;
+  std::uint64_t slack_ms_;
+  key_lost_function key_lost_;
   std::vector<entry> entries_;
   std::vector<std::uint32_t> free_;
   std::array<std::vector<std::uint32_t>, max_nodes> owed_{}; // per node, to send again

@@ -63,6 +63,13 @@ class wait_queues {
         f(key, waiting.front());
   }
 
+  // Calls f(key, waiters) for every queue, read-only.
+  template <typename F>
+  void for_each_queue(F&& f) const {
+    for (const auto& [key, waiting] : queues_)
+      f(key, waiting.size());
+  }
+
   std::optional<waiter> head(const std::string& key) const {
     const auto it = queues_.find(key);
     if (it == queues_.end() || it->second.empty())

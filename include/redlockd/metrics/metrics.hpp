@@ -10,12 +10,14 @@
 
 namespace redlockd {
 
-// Acquire latency in fixed buckets: recording is two comparisons and an increment.
+// Acquire latency in fixed buckets: recording is a few comparisons and an increment.
 class latency_histogram {
  public:
-  // Upper bounds in seconds; +Inf is implicit.
-  static constexpr std::array<double, 14> bounds = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0};
+  // Upper bounds in seconds; +Inf is implicit. Rounds take milliseconds; waits under WAIT can
+  // take minutes.
+  static constexpr std::array<double, 17> bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                    0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                                    1.0,    5.0,     10.0,   30.0,  60.0};
 
   void record(std::chrono::nanoseconds elapsed);
 
@@ -93,14 +95,22 @@ struct metrics_snapshot {
   std::uint64_t master_restarts = 0;
   std::uint64_t master_clock_jumps = 0;
   std::uint64_t master_key_losses = 0;
+  std::uint64_t master_clock_jumps_backward = 0;
   std::uint64_t auth_failures = 0;
+  std::uint64_t delayed = 0;
+  std::uint64_t handovers = 0;
+  std::uint64_t wakeups = 0;
   std::uint64_t keep_locks = 0;
   std::uint64_t waiters = 0;
   std::uint64_t clients = 0;
+  std::uint64_t operations_in_flight = 0;
   std::uint64_t fence_high_water = 0;
+  std::uint64_t max_ttl_granted_ms = 0;
   double uptime_seconds = 0;
   std::vector<node_metrics> nodes;
-  const latency_histogram* acquire_latency = nullptr;
+  const latency_histogram* acquire_latency = nullptr; // request to reply, WAIT included
+  const latency_histogram* acquire_round = nullptr;   // an attempt's start to its decision
+  const latency_histogram* acquire_wait = nullptr;    // request to the winning attempt's start
   process_metrics process;
 };
 

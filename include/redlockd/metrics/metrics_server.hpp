@@ -1,4 +1,4 @@
-// HTTP listener for /metrics (Prometheus) and /healthz.
+// HTTP listener for /metrics (Prometheus), /healthz, and the status page (/ and /v1/status).
 #pragma once
 
 #include "redlockd/config/config.hpp"
@@ -23,8 +23,10 @@ process_metrics read_process_metrics();
 class metrics_server {
  public:
   struct handlers {
-    std::function<std::string()> metrics; // the exposition text
-    std::function<bool()> healthy;        // a quorum of masters is usable
+    std::function<std::string()> metrics;     // the exposition text
+    std::function<bool()> healthy;            // a quorum of masters is usable
+    std::function<std::string()> status_page; // GET /: HTML
+    std::function<std::string()> status_json; // GET /v1/status: the same as JSON
   };
 
   metrics_server(net::io_context& io, handlers h, std::shared_ptr<spdlog::logger> log);

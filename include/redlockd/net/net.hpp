@@ -9,8 +9,14 @@
 
 #include "redlockd/config/endpoint.hpp"
 
+#include <boost/version.hpp>
+#if defined(BOOST_ASIO_HAS_IO_URING) && BOOST_VERSION < 107800
+#error "REDLOCKD_ASIO_IO_URING needs Boost >= 1.78: these headers are older (check Boost_ROOT)"
+#endif
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -30,6 +36,9 @@ class logger;
 namespace redlockd {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+// A connected stream socket of any family: TCP, or a Unix-domain socket for local clients. A
+// tcp::socket converts into one by move; TCP-only options still apply to it.
+using stream_socket = net::generic::stream_protocol::socket;
 using error_code_t = boost::system::error_code;
 template <typename T = void>
 using awaitable = net::awaitable<T>;

@@ -1,6 +1,6 @@
-// One TCP connection, plaintext or with TLS layered over its socket, behind one read / write /
-// close interface: client sessions and Redis links call it without asking which it is. The TLS
-// machinery itself (OpenSSL, <boost/asio/ssl.hpp>) stays in src/net/tls.cpp.
+// One connection (TCP, or a Unix-domain socket), plaintext or with TLS layered over its socket,
+// behind one read / write / close interface: client sessions and Redis links call it without asking
+// which it is. The TLS machinery itself (OpenSSL, <boost/asio/ssl.hpp>) stays in src/net/tls.cpp.
 #pragma once
 
 #include "redlockd/net/net.hpp"
@@ -17,14 +17,14 @@ class stream {
   // A socket that a link connects (and reconnects) itself.
   explicit stream(net::io_context& io) : socket_(io) {}
   // An accepted connection.
-  explicit stream(tcp::socket socket) : socket_(std::move(socket)) {}
+  explicit stream(stream_socket socket) : socket_(std::move(socket)) {}
   // The TLS layer refers to the socket by address.
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
 
   // For what is not reading or writing: connecting, socket options, endpoints.
-  tcp::socket& socket() { return socket_; }
-  tcp::socket::executor_type get_executor() { return socket_.get_executor(); }
+  stream_socket& socket() { return socket_; }
+  stream_socket::executor_type get_executor() { return socket_.get_executor(); }
   bool is_open() const { return socket_.is_open(); }
 
   // Every read and write from now on goes through a fresh TLS layer (its handshake is the
@@ -63,7 +63,7 @@ class stream {
   // Sends FIN now, even while a write is in flight.
   void shutdown() {
     error_code_t ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.shutdown(net::socket_base::shutdown_both, ignored);
   }
   // Closes the socket: every read and write in flight completes with operation_aborted.
   void close() {
@@ -78,7 +78,7 @@ class stream {
   }
 
  private:
-  tcp::socket socket_;
+  stream_socket socket_;
   std::unique_ptr<tls_stream> tls_; // over socket_; null while plaintext
 };
 

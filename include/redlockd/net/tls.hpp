@@ -1,6 +1,6 @@
 // TLS for both sides of the daemon. <boost/asio/ssl.hpp> and OpenSSL stay inside src/net/tls.cpp:
 // sessions and links hold a `stream` (stream.hpp), which layers a tls_stream over its plain
-// tcp::socket when TLS is on and calls the socket directly when it is not.
+// socket when TLS is on and calls the socket directly when it is not.
 #pragma once
 
 #include "redlockd/config/config.hpp"
@@ -33,12 +33,12 @@ class tls_context {
   friend class tls_stream;
 };
 
-// One TLS connection over a TCP socket that the caller owns and keeps (closing that socket ends
+// One TLS connection over a socket that the caller owns and keeps (closing that socket ends
 // the connection). Operations in flight keep the TLS state alive, so a link may replace its
 // tls_stream on reconnect while an aborted write still completes.
 class tls_stream {
  public:
-  tls_stream(tcp::socket& socket, tls_context& context);
+  tls_stream(stream_socket& socket, tls_context& context);
   ~tls_stream();
   tls_stream(const tls_stream&) = delete;
   tls_stream& operator=(const tls_stream&) = delete;

@@ -1,4 +1,5 @@
-// Client protocol v1 (proto/PROTOCOL.md): request parsing and reply formatting. No I/O.
+// Client protocol v1.1 (proto/PROTOCOL.md): request parsing (parse_request.cpp), reply
+// formatting (format_reply.cpp) and line splitting (line_splitter.cpp). No I/O.
 #pragma once
 
 #include <cstddef>
@@ -7,11 +8,12 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace redlockd {
 
-// The CODE of an `ERR <CODE> message` reply of protocol v1, in the order the spec lists them
-// (err_code, not error_code: Boost's error_code_t is next to it in the I/O layer).
+// The CODE of an `ERR <CODE> message` reply: protocol v1's in the order the spec lists them,
+// then v1.1's (err_code, not error_code: Boost's error_code_t is next to it in the I/O layer).
 enum class err_code : std::uint8_t {
   syntax,
   unknown_command,
@@ -24,6 +26,9 @@ enum class err_code : std::uint8_t {
   too_many,
   shutting_down,
   internal,
+  bad_count,        // PERMITS n, MLOCK n or LIST COUNT n out of range
+  bad_label,        // LABEL not 1..64 bytes of 0x21-0x7E
+  permits_mismatch, // PERMITS n differs from the n of the permits held
 };
 
 // "SYNTAX", "UNKNOWN_COMMAND", ...
@@ -33,10 +38,16 @@ std::string_view to_string(err_code code);
 struct request_limits {
   std::uint64_t min_ttl_ms = 10;
   std::uint64_t max_ttl_ms = 3'600'000;
+  std::uint32_t max_permits = 1024;             // PERMITS <n>
+  std::uint32_t max_resources_per_request = 64; // MLOCK / MUNLOCK / MEXTEND <n>
 };
 
 inline constexpr std::size_t max_resource_bytes = 256;
 inline constexpr std::size_t owner_hex_chars = 40;
+inline constexpr std::size_t max_label_bytes = 64;
+// LIST answers at most this many resources; a larger COUNT is clamped to it.
+inline constexpr std::uint32_t list_count_default = 100;
+inline constexpr std::uint32_t list_count_max = 1000;
 
 // Parsed requests. string_views point into the line given to parse_request().
 struct ping_request {
@@ -46,11 +57,45 @@ struct hello_request {};
 struct auth_request {
   std::string_view secret;
 };
+// What a LOCK asks for: an exclusive lock (v1), a shared (read) lock, or one of n permits.
+enum class lock_mode : std::uint8_t { exclusive, shared, permits };
+
 struct lock_request {
   std::string_view resource;
   std::uint64_t ttl_ms = 0;
   std::optional<std::uint64_t> wait_ms; // WAIT <ms>
   bool keep = false;                    // KEEP
+  lock_mode mode = lock_mode::exclusive;
+  std::uint32_t permits = 0;                // PERMITS <n>: 1..max_permits
+  std::optional<std::string_view> label;    // LABEL <label>
+  std::optional<std::uint64_t> max_hold_ms; // MAXHOLD <ms> (only with KEEP)
+};
+// MLOCK <n> <resource_1> ... <resource_n> <ttl_ms> [options]: several resources, all or nothing.
+// The options are LOCK's but SHARED and PERMITS.
+struct mlock_request {
+  std::vector<std::string_view> resources; // as the client named them, each once
+  std::uint64_t ttl_ms = 0;
+  std::optional<std::uint64_t> wait_ms;
+  bool keep = false;
+  std::optional<std::string_view> label;
+  std::optional<std::uint64_t> max_hold_ms;
+};
+struct munlock_request {
+  std::vector<std::string_view> resources;
+  std::string_view owner;
+};
+struct mextend_request {
+  std::vector<std::string_view> resources;
+  std::string_view owner;
+  std::uint64_t ttl_ms = 0;
+};
+// LIST [<prefix>] [COUNT <n>]
+struct list_request {
+  std::string_view prefix; // empty: every resource
+  std::uint32_t count = list_count_default;
+};
+struct break_request {
+  std::string_view resource;
 };
 struct unlock_request {
   std::string_view resource;
@@ -74,7 +119,8 @@ struct parse_error {
 
 using request =
     std::variant<ping_request, hello_request, auth_request, lock_request, unlock_request,
-                 extend_request, info_request, quit_request, status_request>;
+                 extend_request, info_request, quit_request, status_request, mlock_request,
+                 munlock_request, mextend_request, list_request, break_request>;
 
 // Result of parsing one line (without its LF / CRLF):
 // - std::monostate: an empty (or all-space) line, which is ignored and gets no reply;
@@ -87,6 +133,7 @@ parse_result parse_request(std::string_view line, const request_limits& limits);
 // Validators shared by the parser and by tests.
 bool is_valid_resource(std::string_view resource);
 bool is_valid_owner(std::string_view owner);
+bool is_valid_label(std::string_view label);
 // Strict decimal: digits only, no sign, no leading '+', fits in uint64.
 std::optional<std::uint64_t> parse_decimal(std::string_view text);
 

@@ -1,7 +1,8 @@
 // One subscriber connection per master: SUBSCRIBEs to the master's wake channel and reports each
 // lock key a release published there (wake_channel.hpp says what is sent and received). PINGs on
-// the health interval; a connection that stops answering, or closes, is opened again with the
-// link's backoff. While it is down, waiters on this daemon fall back to their timed retries.
+// the health interval; a connection that stops answering (its SUBSCRIBE as well as its PINGs),
+// or closes, is opened again with the link's backoff. While it is down, waiters on this daemon
+// fall back to their timed retries.
 #pragma once
 
 #include "redlockd/config/config.hpp"
@@ -53,7 +54,9 @@ class wake_subscriber {
   awaitable<void> check_health();
   // False when the connection must be dropped.
   bool handle(const redisReply& reply);
-  void write(std::string bytes);
+  // Queues bytes for the connection; nothing is dropped while a write is in flight.
+  void write(std::string_view bytes);
+  void flush();
   void drop(std::string_view why);
 
   std::size_t index_;
@@ -67,9 +70,12 @@ class wake_subscriber {
   net::steady_timer health_timer_;
   net::steady_timer backoff_timer_;
   reply_reader reader_;
-  std::string out_; // what is being written: the subscription, then PINGs
+  std::string out_;    // what is being written: the subscription, then PINGs
+  std::string queued_; // what is to be written after it
   bool writing_ = false;
+  unsigned connection_ = 0; // counts connections: a write of one that ended is not the current's
   bool stopping_ = false;
+  bool subscribing_ = false; // the SUBSCRIBE is out, its answer not in yet
   bool subscribed_ = false;
   std::size_t auth_replies_ = 0; // AUTH replies still due before the subscription's
   bool ping_outstanding_ = false;

@@ -35,6 +35,18 @@ inline std::string_view wait_marker(std::string& buffer, const register_keys& ke
   return buffer;
 }
 
+// What a waiter's attempt (acquire_wait, hand_over) tells the master about the wait: the lock's
+// wait marker, the ms the waiter still waits, this daemon's id, the waiter's ticket (its first
+// attempt's proposal: the daemons' heads go in ticket order) and the slack its entry gets past
+// its next try.
+struct wait_mark {
+  std::string_view marker;
+  std::uint64_t wait_ms = 0;
+  std::string_view daemon_id;
+  std::uint64_t ticket = 0;
+  std::uint64_t slack_ms = 0;
+};
+
 // EVALSHA normally; EVAL with the source after a master answered NOSCRIPT (or where a request
 // must not be lost to NOSCRIPT).
 enum class script_by : std::uint8_t { sha, source };
@@ -42,23 +54,28 @@ enum class script_by : std::uint8_t { sha, source };
 // Each appends one command to `out`.
 void append_acquire(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                     std::string_view owner, std::uint64_t ttl_ms, std::uint64_t proposal);
-// A LOCK ... WAIT's attempt: acquire's arguments, its wait marker, the ms it still waits and the
-// waiting daemon's id.
+// A LOCK ... WAIT's attempt: acquire's arguments and its wait mark.
 void append_acquire_wait(std::string& out, script_by by, std::string_view key,
                          const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
-                         std::uint64_t proposal, std::string_view marker, std::uint64_t wait_ms,
-                         std::string_view daemon_id);
-// `marker`: wait_marker() of `key`; `daemon_id`: the releasing daemon's.
+                         std::uint64_t proposal, const wait_mark& mark);
+// `marker`: wait_marker() of `key`; `daemon_id`: the releasing daemon's; `wakes`: the release of
+// a lock that was granted, which may wake other daemons' waiters (a failed attempt's never
+// does), giving their entries `slack_ms` more to try.
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
-                    const register_keys& keys, std::string_view marker, std::string_view daemon_id);
+                    const register_keys& keys, std::string_view marker, std::string_view daemon_id,
+                    bool wakes, std::uint64_t slack_ms);
+// A daemon's entry out of a wait marker: all its waiters for that lock left without it.
+void append_unmark(std::string& out, script_by by, std::string_view marker,
+                   std::string_view daemon_id);
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                    std::string_view owner, std::uint64_t ttl_ms);
 void append_fence_bump(std::string& out, script_by by, const register_keys& keys,
                        std::uint64_t proposal);
-// An UNLOCK's lock handed to a waiter: acquire's arguments and the releasing owner.
+// An UNLOCK's lock handed to a waiter: acquire_wait's arguments and the releasing owner.
 void append_hand_over(std::string& out, script_by by, std::string_view key,
                       const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
-                      std::uint64_t proposal, std::string_view releasing_owner);
+                      std::uint64_t proposal, const wait_mark& mark,
+                      std::string_view releasing_owner);
 void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
                  std::uint64_t max_ttl_ms);                             // always by source
 void append_register_read(std::string& out, const register_keys& keys); // MGET of both
@@ -75,24 +92,29 @@ struct error_reply {
   bool noscript() const { return text.starts_with("NOSCRIPT"); }
 };
 
-// acquire: {1, previous fence counter, TIME} or {0, the holder's remaining TTL, TIME}.
+// acquire: {1, previous fence counter, TIME} or {0, the holder's remaining TTL, TIME};
+// acquire_wait adds a fifth field, the largest ticket of another daemon waiting there.
 struct acquire_reply {
   bool complete = false;              // the four fields the script returns
   std::optional<std::int64_t> status; // 1 granted, 0 refused; the first field, if an integer
   std::optional<std::uint64_t> fence; // granted: the counter before this grant, if numeric
   std::int64_t holder_pttl = 0;       // refused: the holder's remaining TTL, 0 if unknown
   std::optional<node_time> time;      // when complete and parsable
-};
-
-// hand_over: acquire's four fields for the new owner, and release's answer for the releasing one.
-struct hand_over_reply {
-  acquire_reply grant;                  // complete when all five fields came
-  std::optional<std::int64_t> released; // 1 replaced, 0 another owner, -1 gone
+  // acquire_wait and hand_over: the largest ticket of another daemon's head waiting on this
+  // master (0: none, or a plain acquire).
+  std::uint64_t rival_ticket = 0;
 };
 
 // release (also the releases nobody waits for): 1 deleted, 0 another owner, -1 gone.
 struct release_reply {
   std::optional<std::int64_t> result;
+};
+
+// hand_over: acquire_wait's fields for the new owner (a first field of -1: the master lost its
+// data, nothing granted), and release's answer for the releasing one.
+struct hand_over_reply {
+  acquire_reply grant;   // complete when all six fields came
+  release_reply release; // set when all six fields came
 };
 
 // extend: {1 set, 0 another owner, -1 gone; TIME}.

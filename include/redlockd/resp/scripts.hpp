@@ -15,9 +15,21 @@ enum class script : std::size_t {
   fence_bump = 3,
   seed = 4,
   hand_over = 5,
-  acquire_wait = 6
+  acquire_wait = 6,
+  // The lock family (src/lua/lib/<kind>.lua holds each kind's rules).
+  shared_acquire = 7,
+  shared_release = 8,
+  shared_extend = 9,
+  permit_acquire = 10,
+  permit_release = 11,
+  permit_extend = 12,
+  multi_acquire = 13,
+  multi_release = 14,
+  multi_extend = 15,
+  // Removes this daemon's wait mark when its waiters all left (src/lua/unmark.lua).
+  unmark = 16,
 };
-inline constexpr std::size_t script_count = 7;
+inline constexpr std::size_t script_count = 17;
 
 // Script source text.
 std::string_view script_source(script s);

@@ -55,9 +55,10 @@ class client_session : public reply_sink,
                        private batch_writer::owner,
                        public std::enable_shared_from_this<client_session> {
  public:
-  // With `tls`, the session runs a server handshake before it reads any request.
-  client_session(tcp::socket socket, listener& server, session_context& context, std::uint64_t id,
-                 tls_context* tls = nullptr);
+  // `peer` names the client in log lines ("address:port", or the Unix socket's path). With
+  // `tls`, the session runs a server handshake before it reads any request.
+  client_session(stream_socket socket, std::string peer, listener& server, session_context& context,
+                 std::uint64_t id, tls_context* tls = nullptr);
   ~client_session() override;
 
   void start();
@@ -124,7 +125,7 @@ class client_session : public reply_sink,
   // are served, and the connection is closed after auth_timeout_ms.
   connection_auth auth_;
   net::steady_timer auth_timer_;
-  std::string peer_; // "address:port" of the client, for log lines
+  std::string peer_; // who the client is, for log lines
 };
 
 } // namespace redlockd

@@ -142,6 +142,36 @@ TEST_CASE("listen must be an endpoint string", "[config]") {
   CHECK(starts_with(config_message(doc("listen", "\"localhost\"")), "listen: "));
 }
 
+TEST_CASE("listen_unix is off by default, else an absolute path of at most 107 bytes", "[config]") {
+  const config defaults = parse_config("{}");
+  CHECK(defaults.listen_unix.empty());
+  CHECK(defaults.listen_unix_mode == 0660);
+  CHECK(parse_config(doc("listen_unix", "\"/run/redlockd.sock\"")).listen_unix ==
+        "/run/redlockd.sock");
+  CHECK(parse_config(doc("listen_unix", "\"\"")).listen_unix.empty());
+  const std::string message = "listen_unix: must be empty or an absolute path of at most 107 bytes";
+  CHECK(config_message(doc("listen_unix", "\"run/redlockd.sock\"")) == message);
+  CHECK(config_message(doc("listen_unix", "\"/" + std::string(107, 'a') + "\"")) == message);
+  CHECK(parse_config(doc("listen_unix", "\"/" + std::string(106, 'a') + "\"")).listen_unix.size() ==
+        107);
+  CHECK(config_message(doc("listen_unix", "7")) == "listen_unix: must be a string");
+}
+
+TEST_CASE("listen_unix_mode is octal permission bits written as a string", "[config]") {
+  CHECK(parse_config(doc("listen_unix_mode", "\"0600\"")).listen_unix_mode == 0600);
+  CHECK(parse_config(doc("listen_unix_mode", "\"666\"")).listen_unix_mode == 0666);
+  CHECK(parse_config(doc("listen_unix_mode", "\"0777\"")).listen_unix_mode == 0777);
+  const std::string message =
+      "listen_unix_mode: must be octal permission bits such as \"0660\" (at most \"0777\")";
+  for (const char* bad : {"\"0800\"", "\"1777\"", "\"\"", "\"06600\"", "\"rw\"", "\"-1\""})
+    CHECK(config_message(doc("listen_unix_mode", bad)) == message);
+  CHECK(config_message(doc("listen_unix_mode", "432")) == "listen_unix_mode: must be a string");
+  config cfg;
+  cfg.listen_unix_mode = 01000;
+  CHECK(validate_message(cfg) ==
+        "listen_unix_mode: must be octal permission bits of at most \"0777\"");
+}
+
 TEST_CASE("nodes must be a non-empty, short, duplicate-free array of endpoints", "[config]") {
   CHECK(parse_config(doc("nodes", R"(["a:1"])")).nodes == std::vector<endpoint>{{"a", 1}});
 

@@ -85,8 +85,6 @@ TEST_CASE("usage errors name the option or argument at fault", "[command_line]")
   CHECK(refusal({"status", "r", "s"}) == "status: unexpected argument 's'");
   CHECK(refusal({"status", "r", "--wait", "1s"}) ==
         "status: --wait does not apply (it is for lock, run)");
-  CHECK(refusal({"ping", "-o", "json"}) ==
-        "ping: --output does not apply (it is for lock, extend, status, info)");
   CHECK(refusal({"info", "-o", "yaml"}) == "--output: 'yaml' is not text or json");
   CHECK(refusal({"run", "r"}) == "run: give the command after --");
   CHECK(refusal({"run", "r", "--"}) == "run: no command after --");
@@ -96,10 +94,42 @@ TEST_CASE("usage errors name the option or argument at fault", "[command_line]")
 
 TEST_CASE("duration options need their unit", "[command_line]") {
   CHECK(duration_of("--ttl", "250ms") == 250ms);
+  CHECK(duration_of("--ttl", "1m30s") == 90s);
   CHECK_THROWS_WITH(duration_of("--ttl", "30"),
                     "--ttl: '30' has no unit; write 30ms, 30s, 30m or 30h");
-  CHECK_THROWS_WITH(duration_of("--wait", "1d"), "--wait: bad duration '1d' (e.g. 250ms, 30s, "
-                                                 "5m, 1h)");
+  CHECK_THROWS_WITH(duration_of("--ttl", "1.5"),
+                    "--ttl: '1.5' has no unit; write 1.5ms, 1.5s, 1.5m or 1.5h");
+  CHECK_THROWS_WITH(duration_of("--wait", "1d"), "--wait: bad duration '1d' (e.g. 250ms, 1.5s, "
+                                                 "1m30s, 1h; whole milliseconds)");
+}
+
+TEST_CASE("run --conflict-exit-code takes an exit code, and only run takes it", "[command_line]") {
+  CHECK(parse_command_line({"run", "r", "--", "true"}).conflict_exit_code == 1);
+  CHECK(parse_command_line({"run", "r", "--conflict-exit-code", "75", "--", "true"})
+            .conflict_exit_code == 75);
+  CHECK(
+      parse_command_line({"--conflict-exit-code=0", "run", "r", "--", "true"}).conflict_exit_code ==
+      0);
+  CHECK(parse_command_line({"run", "r", "--conflict-exit-code", "255", "--", "true"})
+            .conflict_exit_code == 255);
+  for (const char* bad : {"256", "-1", "x", "7x", ""})
+    CHECK(refusal({"run", "r", "--conflict-exit-code", bad, "--", "true"}) ==
+          std::string("--conflict-exit-code: '") + bad + "' is not an exit code (0 to 255)");
+  CHECK(refusal({"lock", "r", "--ttl", "1s", "--conflict-exit-code", "3"}) ==
+        "lock: --conflict-exit-code does not apply (it is for run)");
+  CHECK(refusal({"run", "r", "--conflict-exit-code", "3", "--conflict-exit-code", "4", "--",
+                 "true"}) == "--conflict-exit-code given more than once");
+}
+
+TEST_CASE("json output applies to every command", "[command_line]") {
+  for (const args& line :
+       {args{"unlock", "r", std::string(40, 'a')}, args{"ping"}, args{"info"}, args{"status", "r"},
+        args{"lock", "r", "--ttl", "1s"}, args{"extend", "r", std::string(40, 'a'), "--ttl", "1s"},
+        args{"run", "r", "--", "true"}}) {
+    args with_json = {"-o", "json"};
+    with_json.insert(with_json.end(), line.begin(), line.end());
+    CHECK(parse_command_line(with_json).output == "json");
+  }
 }
 
 TEST_CASE("address lists are split on commas, spaces trimmed, empty entries refused",

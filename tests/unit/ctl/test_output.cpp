@@ -39,6 +39,10 @@ TEST_CASE("successful replies as JSON, with checked numbers", "[output]") {
         R"({"pttl_ms":1500,"resource":"jobs","state":"held"})"
         "\n");
   CHECK(printed("info", R"(OK {"quorum":3})", true) == "{\"quorum\":3}\n");
+  CHECK(printed("unlock", "OK", true) == R"({"released":true,"resource":"jobs"})"
+                                         "\n");
+  CHECK(printed("ping", "PONG", true) == R"({"reply":"PONG"})"
+                                         "\n");
   CHECK_THROWS_AS(printed("lock", "OK o1 x 29990", true), connection_error);
   CHECK_THROWS_AS(printed("status", "OK HELD", false), connection_error);
   CHECK_THROWS_AS(printed("status", "OK GONE", true), connection_error);

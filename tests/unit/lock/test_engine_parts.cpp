@@ -56,6 +56,12 @@ TEST_CASE("an acquire vote: granted with validity, refused with a retry hint", "
   CHECK(counted.cast == vote::failed);
   CHECK(counted.bad_fence);
   CHECK(count_acquire(acquire_reply{}, fences, round, retry_ms, 900).cast == vote::failed);
+
+  // Another daemon's head waits on that master with ticket 40: this daemon's next proposals
+  // (and so its next waiters' tickets) come after it.
+  acquire_reply rival{true, 0, std::nullopt, 300, std::nullopt, 40};
+  CHECK(count_acquire(rival, fences, round, retry_ms, 900).cast == vote::no);
+  CHECK(fences.propose() == 41);
 }
 
 TEST_CASE("release and extend votes tell a gone key from another owner", "[decisions]") {
@@ -141,7 +147,7 @@ TEST_CASE("KEEP locks count per connection and renew, retry or are lost", "[keep
 
   const auto t = clock_type::time_point{} + 1h;
   const owner_id owner{};
-  const std::uint32_t index = keeps.add("lock:r", owner, 3000, t + 2900ms, 0b111, nullptr, 1);
+  const std::uint32_t index = keeps.add("lock:r", owner, 3000, t + 2900ms, 0b111, 42, nullptr, 1);
   CHECK(keeps.size() == 1);
   CHECK(keeps.index_of("lock:r", owner) == index);
   const std::uint32_t generation = keeps.at(index).generation;

@@ -1,5 +1,6 @@
-// Hand-over's pure parts: when an UNLOCK hands over, a master's answer to the hand_over script
-// (decoded from real RESP bytes), and the releaser's verdict from a round's votes.
+// Hand-over's pure parts: when an UNLOCK hands over, and a master's answer to the hand_over
+// script (decoded from real RESP bytes) read as the waiter's and the releaser's votes.
+#include "redlockd/lock/decisions.hpp"
 #include "redlockd/lock/handover.hpp"
 #include "redlockd/resp/resp.hpp"
 #include "redlockd/resp/script_calls.hpp"
@@ -14,6 +15,7 @@ using namespace redlockd;
 namespace {
 
 const std::string time_fields = "$10\r\n1700000000\r\n$1\r\n0\r\n";
+const std::string no_rival = "$1\r\n0\r\n"; // no other daemon's head waits there
 
 hand_over_reply decoded(std::string_view bytes) {
   reply_reader reader;
@@ -25,105 +27,87 @@ hand_over_reply decoded(std::string_view bytes) {
   return std::get<hand_over_reply>(value);
 }
 
-vote_tally tally_of(std::initializer_list<vote> votes) {
-  vote_tally tally(votes.size());
-  std::size_t node = 0;
-  for (const vote v : votes)
-    tally.record(node++, v);
-  return tally;
-}
-
-constexpr vote Y = vote::yes;
-constexpr vote N = vote::no;
-constexpr vote F = vote::failed;
-constexpr vote P = vote::pending;
-
 } // namespace
 
 TEST_CASE("an UNLOCK hands over only its own lease to a waiting head of an undelayed resource",
           "[handover]") {
-  CHECK(hand_over_applies({true, true, false}));
-  CHECK_FALSE(hand_over_applies({false, true, false})); // the owner is not the lease here
-  CHECK_FALSE(hand_over_applies({true, false, false})); // no head, or its attempt is in flight
-  CHECK_FALSE(hand_over_applies({true, true, true}));   // lock-delayed
+  CHECK(hand_over_applies({true, true, true, false}));
+  CHECK_FALSE(hand_over_applies({false, true, true, false})); // the owner is not the lease here
+  CHECK_FALSE(hand_over_applies({true, false, true, false})); // no head, or its attempt is out
+  CHECK_FALSE(hand_over_applies({true, true, false, false})); // the head's WAIT ran out
+  CHECK_FALSE(hand_over_applies({true, true, true, true}));   // lock-delayed
 }
 
-TEST_CASE("the hand_over call carries acquire's arguments and the releasing owner", "[handover]") {
+TEST_CASE("the hand_over call carries acquire_wait's arguments, the releasing owner and the wake "
+          "channel",
+          "[handover]") {
   const register_keys keys("redlockd:fence");
   std::string out;
-  append_hand_over(out, script_by::sha, "k", keys, "new-owner", 3000, 42, "old-owner");
-  CHECK(out == "*10\r\n$7\r\nEVALSHA\r\n$40\r\n" + std::string(script_sha(script::hand_over)) +
-                   "\r\n$1\r\n3\r\n$1\r\nk\r\n$14\r\nredlockd:fence\r\n$22\r\nredlockd:fence:"
-                   "max_ttl\r\n$9\r\nnew-owner\r\n$4\r\n3000\r\n$2\r\n42\r\n$9\r\nold-owner\r\n");
+  append_hand_over(out, script_by::sha, "k", keys, "new-owner", 3000, 42,
+                   {"redlockd:fence:waiting:k", 900, "d1", 17, 200}, "old-owner");
+  std::string expected;
+  append_command(expected,
+                 {"EVALSHA", script_sha(script::hand_over), "4", "k", "redlockd:fence",
+                  "redlockd:fence:max_ttl", "redlockd:fence:waiting:k", "new-owner", "3000", "42",
+                  "900", "d1", "17", "200", "old-owner", "redlockd:fence:wake"});
+  CHECK(out == expected);
   out.clear();
-  append_hand_over(out, script_by::source, "k", keys, "new-owner", 3000, 42, "old-owner");
+  append_hand_over(out, script_by::source, "k", keys, "new-owner", 3000, 42,
+                   {"redlockd:fence:waiting:k", 900, "d1", 17, 200}, "old-owner");
   CHECK(out.find(std::string(script_source(script::hand_over))) != std::string::npos);
 }
 
-TEST_CASE("a hand-over answer: replaced, set where absent, refused, malformed", "[handover]") {
+TEST_CASE("a hand-over answer: the waiter's vote as an acquire's, the releaser's as a release's",
+          "[handover]") {
   fence_register fences;
   fence_round round(10);
   std::uint64_t retry_ms = 0;
+  bool gone = false;
 
-  // The releaser's key was there: the new owner has it, and the releaser's key is gone.
-  auto v = count_hand_over(decoded("*5\r\n:1\r\n$1\r\n7\r\n" + time_fields + ":1\r\n"), fences,
-                           round, retry_ms, 900);
-  CHECK(v.waiter.cast == vote::yes);
-  CHECK(v.found);
-  CHECK(v.answered);
+  // The releaser's key was there: deleted, and the new owner's set in its place.
+  hand_over_reply h = decoded("*6\r\n:1\r\n$1\r\n7\r\n" + time_fields + ":1\r\n" + no_rival);
+  CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::yes);
+  CHECK(count_release(h.release, gone) == vote::yes);
+  CHECK_FALSE(gone);
   CHECK(fences.high_water() == 7);
 
-  // The key was gone: set as an acquisition sets it; the releaser's key was not found.
-  v = count_hand_over(decoded("*5\r\n:1\r\n$1\r\n8\r\n" + time_fields + ":-1\r\n"), fences, round,
-                      retry_ms, 900);
-  CHECK(v.waiter.cast == vote::yes);
-  CHECK_FALSE(v.found);
+  // The key was gone: set as an acquisition sets it; the releaser's key is gone there.
+  h = decoded("*6\r\n:1\r\n$1\r\n8\r\n" + time_fields + ":-1\r\n" + no_rival);
+  CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::yes);
+  CHECK(count_release(h.release, gone) == vote::no);
+  CHECK(gone);
 
-  // Another owner holds it: refused with its TTL as the retry hint.
-  v = count_hand_over(decoded("*5\r\n:0\r\n:4500\r\n" + time_fields + ":0\r\n"), fences, round,
-                      retry_ms, 900);
-  CHECK(v.waiter.cast == vote::no);
-  CHECK_FALSE(v.found);
-  CHECK(v.answered);
+  // Another owner holds it: refused with its TTL as the retry hint; not the releaser's either.
+  h = decoded("*6\r\n:0\r\n:4500\r\n" + time_fields + ":0\r\n" + no_rival);
+  CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::no);
+  CHECK(count_release(h.release, gone) == vote::no);
+  CHECK_FALSE(gone);
   CHECK(retry_ms == 4500);
 
+  // The master lost its data (neither the key nor the fence key): nothing granted, nor refused.
+  h = decoded("*6\r\n:-1\r\n:0\r\n" + time_fields + ":-1\r\n" + no_rival);
+  CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::failed);
+  CHECK(count_release(h.release, gone) == vote::no);
+  CHECK(gone);
+
   // Replaced too late to leave validity: no grant for the waiter, but the release happened.
-  v = count_hand_over(decoded("*5\r\n:1\r\n$1\r\n7\r\n" + time_fields + ":1\r\n"), fences, round,
-                      retry_ms, 0);
-  CHECK(v.waiter.cast == vote::failed);
-  CHECK(v.found);
+  h = decoded("*6\r\n:1\r\n$1\r\n7\r\n" + time_fields + ":1\r\n" + no_rival);
+  CHECK(count_acquire(h.grant, fences, round, retry_ms, 0).cast == vote::failed);
+  CHECK(count_release(h.release, gone) == vote::yes);
 
   // The counter the master had seen is at or above the proposal: a fencing conflict.
-  v = count_hand_over(decoded("*5\r\n:1\r\n$2\r\n10\r\n" + time_fields + ":1\r\n"), fences, round,
-                      retry_ms, 900);
+  h = decoded("*6\r\n:1\r\n$2\r\n10\r\n" + time_fields + ":1\r\n" + no_rival);
+  count_acquire(h.grant, fences, round, retry_ms, 900);
   CHECK(round.conflict());
 
+  // Another daemon's head waits there with an earlier ticket: refused, and its ticket observed.
+  h = decoded("*6\r\n:0\r\n:150\r\n" + time_fields + ":1\r\n$2\r\n60\r\n");
+  CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::no);
+  CHECK(count_release(h.release, gone) == vote::yes);
+  CHECK(fences.high_water() == 60);
+
   // Four fields (an acquire's answer) are not a hand-over's.
-  v = count_hand_over(decoded("*4\r\n:1\r\n$1\r\n7\r\n" + time_fields), fences, round, retry_ms,
-                      900);
-  CHECK(v.waiter.cast == vote::failed);
-  CHECK_FALSE(v.answered);
-  CHECK_FALSE(v.found);
-}
-
-TEST_CASE("the releaser's verdict: its key found on a quorum, or no longer possible",
-          "[handover]") {
-  // Found on three of five: released, whatever the others say.
-  CHECK(judge_hand_over_release(0b00111, tally_of({Y, Y, Y, P, P})) == hand_over_release::released);
-  // The waiter has a quorum, but the releaser's key was found on two only so far: the two
-  // masters still to answer decide.
-  CHECK(judge_hand_over_release(0b00011, tally_of({Y, Y, Y, P, P})) == hand_over_release::pending);
-  CHECK(judge_hand_over_release(0b00011, tally_of({Y, Y, Y, N, P})) == hand_over_release::pending);
-  CHECK(judge_hand_over_release(0b00011, tally_of({Y, Y, Y, N, F})) == hand_over_release::notheld);
-  // Refused on a majority: the key was not the releaser's.
-  CHECK(judge_hand_over_release(0, tally_of({N, N, N, P, P})) == hand_over_release::notheld);
-}
-
-TEST_CASE("the releaser's side of a round records what each master answered", "[handover]") {
-  hand_over_state h;
-  h.record(0, {{vote::yes}, true, true});
-  h.record(2, {{vote::no}, true, false});
-  h.record(4, {{vote::failed}, false, false});
-  CHECK(h.found == 0b00001);
-  CHECK(h.answered == 0b00101);
+  h = decoded("*4\r\n:1\r\n$1\r\n7\r\n" + time_fields);
+  CHECK(count_acquire(h.grant, fences, round, retry_ms, 900).cast == vote::failed);
+  CHECK(count_release(h.release, gone) == vote::failed);
 }

@@ -19,12 +19,12 @@ TEST_CASE("the latency histogram puts each sample in the first bucket that holds
   h.record(50us);  // <= 0.0001
   h.record(100us); // == 0.0001: bounds are inclusive
   h.record(700us); // <= 0.001
-  h.record(10s);   // +Inf
+  h.record(100s);  // +Inf
   CHECK(h.buckets()[0] == 2);
   CHECK(h.buckets()[3] == 1);
   CHECK(h.buckets().back() == 1);
   CHECK(h.count() == 4);
-  CHECK(h.sum_seconds() == Approx(10.00085));
+  CHECK(h.sum_seconds() == Approx(100.00085));
 }
 
 TEST_CASE("the exposition has HELP and TYPE per family and cumulative buckets", "[metrics]") {
@@ -112,5 +112,43 @@ TEST_CASE("the exposition has HELP and TYPE per family and cumulative buckets", 
       continue;
     INFO(line);
     CHECK(line.rfind(declared, 0) == 0);
+  }
+}
+
+TEST_CASE("every INFO counter has its family, and the round and wait histograms are rendered",
+          "[metrics]") {
+  latency_histogram total, round, wait;
+  total.record(400ms);
+  round.record(2ms);
+  round.record(3ms);
+  wait.record(395ms);
+  metrics_snapshot s;
+  s.version = "1.2.3";
+  s.delayed = 3;
+  s.handovers = 4;
+  s.wakeups = 5;
+  s.master_clock_jumps_backward = 6;
+  s.operations_in_flight = 7;
+  s.max_ttl_granted_ms = 30000;
+  s.acquire_latency = &total;
+  s.acquire_round = &round;
+  s.acquire_wait = &wait;
+  const std::string text = render_metrics(s);
+  for (const char* line :
+       {"redlockd_lock_delay_refusals_total 3\n", "redlockd_handovers_total 4\n",
+        "redlockd_wakeups_total 5\n", "redlockd_master_clock_jumps_backward_total 6\n",
+        "redlockd_operations_in_flight 7\n", "redlockd_max_ttl_granted_seconds 30\n",
+        "# TYPE redlockd_acquire_round_duration_seconds histogram\n",
+        "redlockd_acquire_round_duration_seconds_bucket{le=\"0.0025\"} 1\n",
+        "redlockd_acquire_round_duration_seconds_bucket{le=\"0.005\"} 2\n",
+        "redlockd_acquire_round_duration_seconds_count 2\n",
+        "# TYPE redlockd_acquire_wait_duration_seconds histogram\n",
+        "redlockd_acquire_wait_duration_seconds_bucket{le=\"0.25\"} 0\n",
+        "redlockd_acquire_wait_duration_seconds_bucket{le=\"0.5\"} 1\n",
+        "redlockd_acquire_wait_duration_seconds_bucket{le=\"60\"} 1\n",
+        "redlockd_acquire_wait_duration_seconds_sum 0.395\n",
+        "redlockd_acquire_duration_seconds_count 1\n"}) {
+    INFO(line);
+    CHECK(text.find(line) != std::string::npos);
   }
 }

@@ -221,17 +221,19 @@ TEST_CASE("LOCK parses resource, ttl and options", "[protocol]") {
 }
 
 TEST_CASE("LOCK arity and option errors are SYNTAX", "[protocol]") {
+  // LOCK takes at most 12 tokens: r, ttl, WAIT ms, KEEP, SHARED | PERMITS n, LABEL l, MAXHOLD ms.
   for (const std::string& line :
-       std::vector<std::string>{"LOCK", "LOCK r", "LOCK r 100 WAIT 1 KEEP x",
-                                "LOCK r 100 KEEP KEEP KEEP KEEP", "LOCK r 100 a b c d e f g h"}) {
+       std::vector<std::string>{"LOCK", "LOCK r", "LOCK r 100 a b c d e f g h i j",
+                                "LOCK r 100 WAIT 1 KEEP PERMITS 2 LABEL x MAXHOLD 9 KEEP"}) {
     const auto e = parse_err(line);
     CHECK(e.code == err_code::syntax);
     CHECK(e.message == "wrong number of arguments for 'LOCK'");
   }
+  CHECK(parse_err("LOCK r 100 KEEP KEEP KEEP KEEP").message == "KEEP given twice");
   for (const std::string& line : std::vector<std::string>{
            "LOCK r 100 KEEP KEEP", "LOCK r 100 WAIT 1 WAIT 2", "LOCK r 100 WAIT 1 KEEP wait 2",
            "LOCK r 100 WAIT", "LOCK r 100 KEEP WAIT", "LOCK r 100 FOREVER", "LOCK r 100 KEEPX",
-           "LOCK r 100 NX"}) {
+           "LOCK r 100 NX", "LOCK r 100 WAIT 1 KEEP x", "LOCK r 100 a b c d e f g h"}) {
     CAPTURE(line);
     CHECK(code_of(line) == err_code::syntax);
   }
@@ -537,4 +539,165 @@ TEST_CASE("line_splitter keeps its buffer while a long line is unfinished", "[pr
   CHECK(s.capacity() == held);
   s.feed(std::string(1097, 'x'));
   CHECK(s.next(line) == line_splitter::status::too_long);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Protocol v1.1: the lock family and the requests for operating locks.
+
+TEST_CASE("v1.1 error codes have their wire names", "[protocol]") {
+  CHECK(to_string(err_code::bad_count) == "BAD_COUNT");
+  CHECK(to_string(err_code::bad_label) == "BAD_LABEL");
+  CHECK(to_string(err_code::permits_mismatch) == "PERMITS_MISMATCH");
+}
+
+TEST_CASE("LOCK SHARED, PERMITS, LABEL and MAXHOLD", "[protocol]") {
+  auto req = parse_lock("LOCK r 100");
+  CHECK(req.mode == lock_mode::exclusive);
+  CHECK_FALSE(req.label);
+  CHECK_FALSE(req.max_hold_ms);
+
+  req = parse_lock("LOCK r 100 shared");
+  CHECK(req.mode == lock_mode::shared);
+
+  req = parse_lock("LOCK s 100 Permits 0003 WAIT 5");
+  CHECK(req.mode == lock_mode::permits);
+  CHECK(req.permits == 3);
+  CHECK(req.wait_ms == 5u);
+
+  req = parse_lock("LOCK r 100 LABEL web-1:4242 KEEP MAXHOLD 60000 SHARED WAIT 0");
+  CHECK(req.mode == lock_mode::shared);
+  CHECK(req.label == "web-1:4242");
+  CHECK(req.max_hold_ms == 60000u);
+  CHECK(req.keep);
+  CHECK(req.wait_ms == 0u);
+
+  CHECK(parse_lock("LOCK s 100 PERMITS 1").permits == 1);
+  CHECK(parse_lock("LOCK s 100 PERMITS 1024").permits == 1024);
+  CHECK(parse_lock("LOCK r 100 LABEL " + std::string(64, '~')).label->size() == 64);
+  CHECK(parse_lock("LOCK r 100 LABEL label").label == "label"); // a label may look like an option
+}
+
+TEST_CASE("LOCK v1.1 option errors", "[protocol]") {
+  for (const std::string& line : std::vector<std::string>{
+           "LOCK r 100 SHARED SHARED", "LOCK r 100 SHARED PERMITS 2", "LOCK r 100 PERMITS 2 SHARED",
+           "LOCK r 100 PERMITS 2 PERMITS 2", "LOCK r 100 PERMITS", "LOCK r 100 LABEL",
+           "LOCK r 100 LABEL a LABEL b", "LOCK r 100 MAXHOLD 5", "LOCK r 100 KEEP MAXHOLD",
+           "LOCK r 100 KEEP MAXHOLD 5 MAXHOLD 5", "LOCK r 100 WAIT 5 MAXHOLD 5"}) {
+    CAPTURE(line);
+    CHECK(code_of(line) == err_code::syntax);
+  }
+  CHECK(parse_err("LOCK r 100 SHARED PERMITS 2").message ==
+        "SHARED and PERMITS exclude each other");
+  CHECK(parse_err("LOCK r 100 MAXHOLD 5").message == "MAXHOLD needs KEEP");
+  for (const std::string& n : std::vector<std::string>{"0", "1025", "-1", "x", "2.0", "1e2"}) {
+    CAPTURE(n);
+    const auto e = parse_err("LOCK s 100 PERMITS " + n);
+    CHECK(e.code == err_code::bad_count);
+    CHECK(e.message == "PERMITS must be an integer between 1 and 1024");
+  }
+  for (const std::string& label :
+       {std::string(65, 'x'), std::string("a\tb"), std::string("\x7f"), std::string("\xc3\xa9")}) {
+    const auto e = parse_err("LOCK r 100 LABEL " + label);
+    CHECK(e.code == err_code::bad_label);
+    CHECK(e.message == "label must be 1-64 printable ASCII bytes without spaces");
+  }
+  CHECK(code_of("LOCK r 100 KEEP MAXHOLD 0") == err_code::bad_ttl);
+  CHECK(code_of("LOCK r 100 KEEP MAXHOLD x") == err_code::bad_ttl);
+  // The ttl is checked before any option, and options in the order given.
+  CHECK(code_of("LOCK r 5 PERMITS 0") == err_code::bad_ttl);
+  CHECK(code_of("LOCK r 100 PERMITS 0 LABEL \x01") == err_code::bad_count);
+  CHECK(code_of("LOCK r 100 LABEL \x01 PERMITS 0") == err_code::bad_label);
+  const request_limits few{10, 3'600'000, 4, 8};
+  CHECK(parse_lock("LOCK s 100 PERMITS 4", few).permits == 4);
+  CHECK(parse_err("LOCK s 100 PERMITS 5", few).message ==
+        "PERMITS must be an integer between 1 and 4");
+}
+
+TEST_CASE("MLOCK, MUNLOCK and MEXTEND take a counted list of resources", "[protocol]") {
+  const auto req = parse_ok("MLOCK 3 b a c 5000 WAIT 100 KEEP LABEL job:7 MAXHOLD 9000");
+  REQUIRE(std::holds_alternative<mlock_request>(req));
+  const auto& m = std::get<mlock_request>(req);
+  CHECK(m.resources == std::vector<std::string_view>{"b", "a", "c"});
+  CHECK(m.ttl_ms == 5000);
+  CHECK(m.wait_ms == 100u);
+  CHECK(m.keep);
+  CHECK(m.label == "job:7");
+  CHECK(m.max_hold_ms == 9000u);
+
+  const std::string munlock = "munlock 2 x y " + owner_mixed; // the request points into it
+  const auto u = parse_ok(munlock);
+  REQUIRE(std::holds_alternative<munlock_request>(u));
+  CHECK(std::get<munlock_request>(u).resources == std::vector<std::string_view>{"x", "y"});
+  CHECK(std::get<munlock_request>(u).owner == owner_mixed);
+
+  const std::string mextend = "MEXTEND 1 x " + owner_a + " 700";
+  const auto e = parse_ok(mextend);
+  REQUIRE(std::holds_alternative<mextend_request>(e));
+  CHECK(std::get<mextend_request>(e).ttl_ms == 700);
+
+  std::string sixty_four = "MLOCK 64";
+  for (int i = 0; i < 64; ++i)
+    sixty_four += " r" + std::to_string(i);
+  CHECK(std::get<mlock_request>(parse_ok(sixty_four + " 100")).resources.size() == 64);
+  CHECK(parse_err(sixty_four.replace(6, 2, "65") + " 100").code == err_code::bad_count);
+}
+
+TEST_CASE("MLOCK family errors, in order: arity, count, resources, owner, ttl, options",
+          "[protocol]") {
+  for (const std::string& line : std::vector<std::string>{
+           "MLOCK", "MLOCK 1", "MLOCK 1 a", "MLOCK 3 a b 100", "MUNLOCK 1 a",
+           "MUNLOCK 2 a " + owner_a, "MUNLOCK 1 a " + owner_a + " x", "MEXTEND 1 a " + owner_a,
+           "MEXTEND 1 a " + owner_a + " 100 x", "MLOCK 1 a 100 WAIT 1 KEEP LABEL l MAXHOLD 9 x"}) {
+    CAPTURE(line);
+    CHECK(code_of(line) == err_code::syntax);
+  }
+  for (const std::string& line :
+       std::vector<std::string>{"MLOCK 0 a 100", "MLOCK x a 100", "MLOCK 65 a 100",
+                                "MUNLOCK -1 a " + owner_a, "MEXTEND 1.0 a " + owner_a + " 100"}) {
+    CAPTURE(line);
+    CHECK(code_of(line) == err_code::bad_count);
+  }
+  CHECK(parse_err("MLOCK 0 a 100").message == "MLOCK count must be an integer between 1 and 64");
+  CHECK(code_of("MLOCK 2 a \x01 100") == err_code::bad_resource);
+  CHECK(parse_err("MLOCK 3 a b a 100").message == "a resource is named twice");
+  CHECK(code_of("MUNLOCK 2 a a " + owner_a) == err_code::bad_resource);
+  CHECK(code_of("MUNLOCK 2 a b zz") == err_code::bad_owner);
+  CHECK(code_of("MEXTEND 2 a b zz 5") == err_code::bad_owner);
+  CHECK(code_of("MEXTEND 2 a b " + owner_a + " 5") == err_code::bad_ttl);
+  CHECK(code_of("MLOCK 2 a b 5 SHARED") == err_code::bad_ttl);
+  CHECK(parse_err("MLOCK 2 a b 100 SHARED").message ==
+        "unknown MLOCK option; expected WAIT <ms>, KEEP, LABEL <label> or MAXHOLD <ms>");
+  CHECK(code_of("MLOCK 2 a b 100 PERMITS 2") == err_code::syntax);
+  CHECK(code_of("MLOCK 2 a b 100 MAXHOLD 5") == err_code::syntax);
+}
+
+TEST_CASE("LIST takes a prefix and a COUNT, clamped to 1000", "[protocol]") {
+  const auto list = [](std::string_view line) {
+    const auto req = parse_ok(line);
+    REQUIRE(std::holds_alternative<list_request>(req));
+    return std::get<list_request>(req);
+  };
+  CHECK(list("LIST").prefix.empty());
+  CHECK(list("LIST").count == 100);
+  CHECK(list("LIST orders:").prefix == "orders:");
+  CHECK(list("LIST count 5").count == 5);
+  CHECK(list("LIST count 5").prefix.empty());
+  CHECK(list("LIST orders: COUNT 1000").count == 1000);
+  CHECK(list("LIST orders: COUNT 1001").count == 1000);
+  CHECK(code_of("LIST orders: COUNT 99999999999999999999") == err_code::bad_count); // over u64
+  CHECK(list("LIST COUNT").prefix == "COUNT"); // one argument: a prefix
+  CHECK(code_of("LIST a b") == err_code::syntax);
+  CHECK(code_of("LIST a COUNT 1 x") == err_code::syntax);
+  CHECK(code_of("LIST COUNT 0") == err_code::bad_count);
+  CHECK(code_of("LIST a COUNT x") == err_code::bad_count);
+  CHECK(code_of("LIST \x01") == err_code::bad_resource);
+}
+
+TEST_CASE("BREAK takes one resource and STATUS is unchanged", "[protocol]") {
+  const auto req = parse_ok("break orders:1");
+  REQUIRE(std::holds_alternative<break_request>(req));
+  CHECK(std::get<break_request>(req).resource == "orders:1");
+  CHECK(parse_err("BREAK").message == "wrong number of arguments for 'BREAK'");
+  CHECK(code_of("BREAK a b") == err_code::syntax);
+  CHECK(code_of("BREAK \x01") == err_code::bad_resource);
 }

@@ -50,18 +50,31 @@ TEST_CASE("script calls carry their keys and arguments, by SHA or by source", "[
   std::string marker;
   CHECK(wait_marker(marker, keys, "lock:r") == "redlockd:fence:waiting:lock:r");
   std::string by_source;
-  append_release(by_source, script_by::source, "lock:r", "o1", keys, marker, "d1");
+  append_release(by_source, script_by::source, "lock:r", "o1", keys, marker, "d1", true, 200);
   expected.clear();
-  append_command(expected, {"EVAL", script_source(script::release), "2", "lock:r",
-                            "redlockd:fence:waiting:lock:r", "o1", "redlockd:fence:wake", "d1"});
+  append_command(expected,
+                 {"EVAL", script_source(script::release), "2", "lock:r",
+                  "redlockd:fence:waiting:lock:r", "o1", "redlockd:fence:wake", "d1", "1", "200"});
   CHECK(by_source == expected);
+  std::string attempt; // the release of an attempt that was never granted wakes nobody
+  append_release(attempt, script_by::sha, "lock:r", "o1", keys, marker, "d1", false, 200);
+  CHECK(attempt.ends_with("$2\r\nd1\r\n$1\r\n0\r\n$3\r\n200\r\n"));
+
+  std::string unmark;
+  append_unmark(unmark, script_by::sha, marker, "d1");
+  expected.clear();
+  append_command(expected, {"EVALSHA", script_sha(script::unmark), "1",
+                            "redlockd:fence:waiting:lock:r", "d1"});
+  CHECK(unmark == expected);
 
   std::string waiting;
-  append_acquire_wait(waiting, script_by::sha, "lock:r", keys, "o1", 5000, 42, marker, 0, "d1");
+  append_acquire_wait(waiting, script_by::sha, "lock:r", keys, "o1", 5000, 42,
+                      {marker, 0, "d1", 17, 200});
   expected.clear();
-  append_command(expected, {"EVALSHA", script_sha(script::acquire_wait), "4", "lock:r",
-                            "redlockd:fence", "redlockd:fence:max_ttl",
-                            "redlockd:fence:waiting:lock:r", "o1", "5000", "42", "1", "d1"});
+  append_command(expected,
+                 {"EVALSHA", script_sha(script::acquire_wait), "4", "lock:r", "redlockd:fence",
+                  "redlockd:fence:max_ttl", "redlockd:fence:waiting:lock:r", "o1", "5000", "42",
+                  "1", "d1", "17", "200"});
   CHECK(waiting == expected); // a wait of 0 ms left still marks for 1 ms (PX 0 is an error)
 
   std::string extend;

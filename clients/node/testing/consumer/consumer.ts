@@ -1,0 +1,32 @@
+// A user's program: imports the installed "redlockd" package (not ../../index.js), uses its types
+// (await using, Info, Status) and runs against the daemon at $REDLOCKD_ADDR.
+import { Client, LockBusyError, type Info, type Status } from "redlockd";
+
+function check(condition: boolean, what: string): asserts condition {
+  if (!condition) throw new Error(`package check failed: ${what}`);
+}
+
+const address = process.env.REDLOCKD_ADDR;
+check(address !== undefined, "REDLOCKD_ADDR is not set");
+
+let fence: bigint;
+{
+  await using client = new Client([address]);
+  check((await client.hello()).startsWith("redlockd "), "hello");
+  {
+    await using lease = await client.acquire("package:node", { ttl: 10000 });
+    fence = lease.fence;
+    check(lease.remaining() > 0 && lease.remaining() <= 10000, "remaining");
+    const status: Status = await client.status("package:node");
+    check(status.held && status.remaining > 0, "status while held");
+    const busy = await client.acquire("package:node", { ttl: 1000 }).catch((e: unknown) => e);
+    check(busy instanceof LockBusyError, "a second acquire is busy");
+  } // the lease is released here
+  const free: Status = await client.status("package:node");
+  check(!free.held && free.remaining === 0, "status once released");
+  const info: Info = await client.info();
+  const states: string[] = info.nodes.map((n) => n.state);
+  check(info.quorum === 3 && states.every((s) => s === "ok"), `info ${JSON.stringify(info.nodes)}`);
+  check(info.counters.acquired >= 1, "info counters");
+}
+console.log(`redlockd from node_modules: lock ${fence} released by await using; status and info typed`);

@@ -1,0 +1,135 @@
+-- The wait-mark helpers, in the scripts that name them with '--#include marks'
+-- (cmake/embed_lua.cmake); the others do not pay for them.
+--
+-- A lock's wait mark (KEYS[4] of acquire_wait and hand_over, KEYS[2] of release, KEYS[1] of
+-- unmark) is a string of one entry per daemon whose head waiter waits for the lock,
+-- '<daemon id> <ticket> <until>;' (a string, not a hash: the ACL the README lists has GET and
+-- SET). The ticket orders the daemons' heads: the smaller first, the smaller daemon id on a tie.
+-- Until is this master's TIME in ms at which the entry stops counting: a daemon that went away
+-- holds nobody back for long. Numbers are written with Lua's '..' (%.14g): exact for ms times
+-- and TTLs.
+--
+-- Lua makes every function of a script anew at each call, so the helpers below are made by
+-- marks(), on first use: a call that finds no mark (the uncontended case) never makes them.
+local ms, scan, put, wake
+
+local function marks()
+  if ms then return end
+
+  -- This master's TIME (redis.call('time')) in ms.
+  function ms(t) return t[1] * 1000 + math.floor(t[2] / 1000) end
+
+  -- Whether the head with ticket a of daemon x comes before the one with ticket b of daemon y.
+  local function before(a, x, b, y)
+    if a == b then return x < y end
+    return less(a, b)
+  end
+
+  -- One pass over mark text `m` at `now`, for daemon `id` whose head has `ticket`. Returns the
+  -- other daemons' live entries (as mark text), the latest of their untils (0 if none), whether
+  -- `id` has a live entry, the until of the first other head that comes before (ticket, id)
+  -- (nil if none), and the largest ticket of the others ('0' if none).
+  function scan(m, now, id, ticket)
+    local others, last, mine, first, first_ticket, first_id, largest = '', 0, false, nil, nil, nil,
+        '0'
+    if string.find(m, ';', 1, true) == #m and string.sub(m, 1, #id + 1) == id .. ' ' then
+      return others, last, true, first, largest -- only this daemon's entry (live or not)
+    end
+    for entry, i, k, u in string.gmatch(m, '((%x+) (%d+) (%d+);)') do
+      u = tonumber(u)
+      if u > now then
+        if i == id then
+          mine = true
+        else
+          others = others .. entry
+          if u > last then last = u end
+          if less(largest, k) then largest = k end
+          if ticket and before(k, i, ticket, id) and
+              (not first or before(k, i, first_ticket, first_id)) then
+            first, first_ticket, first_id = u, k, i
+          end
+        end
+      end
+    end
+    return others, last, mine, first, largest
+  end
+
+  -- Writes mark `key`: the entries `others` (the latest ending at `last`) and, if given, the
+  -- entry `mine` ending at `untl`. The key lives as long as its last entry and goes with it.
+  function put(key, others, last, now, mine, untl)
+    if mine then
+      others = others .. mine
+      if untl > last then last = untl end
+    end
+    if others == '' then
+      redis.call('del', key)
+    else
+      redis.call('set', key, others, 'PX', last - now)
+    end
+  end
+
+  -- A granted lock (KEYS[1]) was deleted here and its mark `mark` holds `m`: when another
+  -- daemon's head waits for it, its entry counts for at most `slack` ms more (time to try once
+  -- woken) and the lock key is published on the wake channel. A master whose ACL forbids PUBLISH
+  -- still releases (pcall): waiters then fall back to their timed retry.
+  function wake(mark, m, id, channel, slack)
+    local now = ms(redis.call('time'))
+    local limit, out, last, woken = now + tonumber(slack), '', 0, false
+    for i, k, u in string.gmatch(m, '(%x+) (%d+) (%d+);') do
+      u = tonumber(u)
+      if u > now then
+        if i ~= id then
+          woken = true
+          if u > limit then u = limit end
+        end
+        out = out .. i .. ' ' .. k .. ' ' .. u .. ';'
+        if u > last then last = u end
+      end
+    end
+    if not woken then return end
+    redis.call('set', mark, out, 'PX', last - now)
+    redis.pcall('publish', channel, KEYS[1])
+  end
+end
+
+-- acquire_wait's step (KEYS: lock key, fence key, max-TTL key, wait mark; ARGV: owner, ttl ms,
+-- proposed token, ms the waiter still waits, daemon id, ticket, slack ms; `t` is TIME). Grants
+-- as acquire does unless another daemon's head with an earlier ticket waits here; the grant
+-- takes the daemon's entry out. With `releasing`, the lock key is a releasing owner's (a
+-- hand-over): a grant replaces it, a refusal deletes it. A refusal marks the entry until about
+-- the waiter's next try (the holder's remaining TTL, or the earlier head's entry, plus 1 % and
+-- the slack; never past the waiter's wait). Returns acquire's answer with a fifth field, the
+-- largest ticket of another daemon waiting here ('0' if none): the daemon's next tickets come
+-- after it.
+local function wait_turn(t, releasing)
+  local m = redis.call('get', KEYS[4])
+  if not m then -- nobody marked: the uncontended hand-over or attempt reads nothing more
+    local granted = grant(t, releasing)
+    if granted then
+      granted[5] = '0'
+      return granted
+    end
+  end
+  marks()
+  local now = ms(t)
+  local others, last, mine, first, largest = '', 0, false, nil, '0'
+  if m then
+    others, last, mine, first, largest = scan(m, now, ARGV[5], ARGV[6])
+    if not first then
+      local granted = grant(t, releasing)
+      if granted then
+        if mine then put(KEYS[4], others, last, now) end
+        granted[5] = largest
+        return granted
+      end
+    end
+  end
+  if releasing then redis.call('del', KEYS[1]) end
+  local hint = redis.call('pttl', KEYS[1])
+  if hint <= 0 and first then hint = first - now end
+  local stay = tonumber(ARGV[7])
+  if hint > 0 then stay = hint + math.floor(hint / 100) + stay end
+  local untl = now + math.min(stay, tonumber(ARGV[4]))
+  put(KEYS[4], others, last, now, ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. untl .. ';', untl)
+  return {0, hint, t[1], t[2], largest}
+end

@@ -1,0 +1,42 @@
+-- A shared (read) hold: a member of 'K readers' (readers.lua). It conflicts only with an
+-- exclusive hold of K (the plain key K, also an MLOCK member's) and, for new readers, with a
+-- writer that waits ('K write-intent'), so that a stream of readers cannot starve it.
+
+-- Takes a shared hold for `owner` until now + ttl. Refused while K is held exclusively or a
+-- writer waits: returns false and the ms that holder or mark has left (-1: no TTL).
+local function shared_acquire(key, owner, ttl, label, now)
+  local held = redis.call('pttl', key)
+  if held ~= -2 then return false, held end
+  local intent = redis.call('pttl', key .. ' write-intent')
+  if intent ~= -2 then return false, intent end
+  purge_readers(key, now)
+  redis.call('zadd', key .. ' readers', now + tonumber(ttl), owner)
+  raise_ttl(key .. ' readers', ttl)
+  if label ~= '' then
+    redis.call('hset', key .. ' labels', owner, label)
+    raise_ttl(key .. ' labels', ttl)
+  end
+  return true
+end
+
+-- Ends `owner`'s shared hold: 1 if it was there, -1 if it is gone (expired or never taken).
+local function shared_release(key, owner)
+  local removed = redis.call('zrem', key .. ' readers', owner)
+  redis.call('hdel', key .. ' labels', owner)
+  if redis.call('zcard', key .. ' readers') == 0 then
+    redis.call('del', key .. ' readers', key .. ' labels')
+  end
+  if removed == 1 then return 1 end
+  return -1
+end
+
+-- Moves `owner`'s expiry to now + ttl if its hold is still live; never re-creates it (R4).
+-- 1 if set, -1 if gone.
+local function shared_extend(key, owner, ttl, now)
+  local score = redis.call('zscore', key .. ' readers', owner)
+  if not score or tonumber(score) < now then return -1 end
+  redis.call('zadd', key .. ' readers', 'XX', now + tonumber(ttl), owner)
+  raise_ttl(key .. ' readers', ttl)
+  if redis.call('hexists', key .. ' labels', owner) == 1 then raise_ttl(key .. ' labels', ttl) end
+  return 1
+end

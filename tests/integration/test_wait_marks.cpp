@@ -1,0 +1,165 @@
+// The wait-marker scripts (src/lua, as the daemon embeds them) run by a real master: the
+// daemons' head waiters go in ticket order, entries live about until the next try, a granted
+// lock's release wakes other daemons and gives their entries only the slack, a failed attempt's
+// release wakes nobody.
+#include "redlockd/resp/scripts.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "test_env.hpp"
+
+using namespace redlockd::test;
+using redlockd::script;
+using redlockd::script_source;
+
+namespace {
+
+const std::string daemon_a = "aaaaaaaaaaaaaaaa";
+const std::string daemon_b = "bbbbbbbbbbbbbbbb";
+const std::string marker = wait_marker("k");
+
+redis_reply eval(const redis_fleet& fleet, script s, std::vector<std::string> keys,
+                 const std::vector<std::string>& args) {
+  std::vector<std::string> command = {"EVAL", std::string(script_source(s)),
+                                      std::to_string(keys.size())};
+  command.insert(command.end(), keys.begin(), keys.end());
+  command.insert(command.end(), args.begin(), args.end());
+  return fleet.command(0, command);
+}
+
+// A waiter's attempt: acquire_wait with a 10 s TTL, 8 s left to wait, a slack of 200 ms.
+redis_reply attempt(const redis_fleet& fleet, const std::string& daemon, const std::string& ticket,
+                    const std::string& owner) {
+  return eval(fleet, script::acquire_wait, {"k", default_fence_key, max_ttl_key(), marker},
+              {owner, "10000", ticket, "8000", daemon, ticket, "200"});
+}
+
+redis_reply release(const redis_fleet& fleet, const std::string& owner, const std::string& daemon,
+                    bool granted) {
+  return eval(fleet, script::release, {"k", marker},
+              {owner, "redlockd:fence:wake", daemon, granted ? "1" : "0", "200"});
+}
+
+std::string entries(const redis_fleet& fleet) {
+  return fleet.get(0, marker).value_or("");
+}
+
+} // namespace
+
+TEST_CASE("wait marks: the daemons' heads go in ticket order, a grant takes the entry out",
+          "[integration][wake][fairness]") {
+  redis_fleet fleet(1);
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  // Refused by the holder: each marks until about its next try (the holder's TTL, 1 %, the slack).
+  redis_reply a = attempt(fleet, daemon_a, "20", "owner-a");
+  REQUIRE(a.elements.size() == 5);
+  CHECK(a.elements[0].integer == 0);
+  CHECK(a.elements[1].integer > 4900);
+  CHECK(a.elements[4].str == "0"); // nobody else waits
+  redis_reply b = attempt(fleet, daemon_b, "10", "owner-b");
+  CHECK(b.elements[4].str == "20"); // a waits with ticket 20: b's daemon learns it
+  CHECK(entries(fleet).find(daemon_a + " 20 ") != std::string::npos);
+  CHECK(entries(fleet).find(daemon_b + " 10 ") != std::string::npos);
+  const long long marked = fleet.pttl(0, marker);
+  CHECK(marked > 5000);
+  CHECK(marked <= 5000 + 50 + 200);
+  // The holder's key goes (it expired, say): b's head is older, a's is refused though the lock
+  // is free, and told when b's entry ends.
+  fleet.run(0, "DEL", "k");
+  a = attempt(fleet, daemon_a, "20", "owner-a");
+  CHECK(a.elements[0].integer == 0);
+  CHECK(a.elements[1].integer > 4900);
+  CHECK(a.elements[4].str == "10");
+  CHECK_FALSE(fleet.get(0, "k"));
+  b = attempt(fleet, daemon_b, "10", "owner-b");
+  CHECK(b.elements[0].integer == 1);
+  CHECK(fleet.get(0, "k") == "owner-b");
+  CHECK(entries(fleet).find(daemon_b) == std::string::npos);
+  CHECK(entries(fleet).find(daemon_a + " 20 ") != std::string::npos);
+  // Equal tickets: the smaller daemon id first.
+  fleet.run(0, "DEL", "k");
+  b = attempt(fleet, daemon_b, "20", "owner-b");
+  CHECK(b.elements[0].integer == 0);
+  a = attempt(fleet, daemon_a, "20", "owner-a");
+  CHECK(a.elements[0].integer == 1);
+}
+
+TEST_CASE("wait marks: only a granted lock's release wakes another daemon, whose entry then "
+          "counts for the slack only",
+          "[integration][wake][fairness]") {
+  redis_fleet fleet(1);
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  attempt(fleet, daemon_b, "10", "owner-b"); // b waits
+  const auto published = [&] { return command_calls(fleet, 0, "publish"); };
+  // A failed attempt's release wakes nobody and leaves b's entry as it was.
+  fleet.run(0, "DEL", "k");
+  REQUIRE(fleet.set_nx_px(0, "k", "attempt", 5000));
+  CHECK(release(fleet, "attempt", daemon_a, false).integer == 1);
+  CHECK(published() == 0);
+  CHECK(fleet.pttl(0, marker) > 4000);
+  // b's own release publishes nothing: its daemon wakes its waiters itself.
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  CHECK(release(fleet, "holder", daemon_b, true).integer == 1);
+  CHECK(published() == 0);
+  // Another daemon's release of a granted lock wakes b, and b's entry counts for 200 ms more.
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  CHECK(release(fleet, "holder", daemon_a, true).integer == 1);
+  CHECK(published() == 1);
+  CHECK(fleet.pttl(0, marker) <= 200);
+  // A release that finds the key gone or taken over publishes nothing.
+  CHECK(release(fleet, "holder", daemon_a, true).integer == -1);
+  REQUIRE(fleet.set_nx_px(0, "k", "someone", 5000));
+  CHECK(release(fleet, "holder", daemon_a, true).integer == 0);
+  CHECK(published() == 1);
+}
+
+TEST_CASE("wait marks: unmark takes one daemon's entry out, the marker goes with its last",
+          "[integration][wake][fairness]") {
+  redis_fleet fleet(1);
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  attempt(fleet, daemon_a, "20", "owner-a");
+  attempt(fleet, daemon_b, "10", "owner-b");
+  CHECK(eval(fleet, script::unmark, {marker}, {daemon_b}).integer == 1);
+  CHECK(entries(fleet).find(daemon_b) == std::string::npos);
+  CHECK(entries(fleet).find(daemon_a) != std::string::npos);
+  CHECK(eval(fleet, script::unmark, {marker}, {daemon_a}).integer == 1);
+  CHECK(fleet.pttl(0, marker) == -2);
+  CHECK(eval(fleet, script::unmark, {marker}, {daemon_a}).integer == 0);
+}
+
+TEST_CASE("wait marks: a hand-over yields to another daemon's older head, releasing and waking",
+          "[integration][handover][fairness]") {
+  redis_fleet fleet(1);
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  attempt(fleet, daemon_b, "10", "owner-b"); // b's head waits with ticket 10
+  const auto hand_over = [&](const std::string& ticket) {
+    return eval(fleet, script::hand_over, {"k", default_fence_key, max_ttl_key(), marker},
+                {"owner-a", "10000", "30", "8000", daemon_a, ticket, "200", "holder",
+                 "redlockd:fence:wake"});
+  };
+  // a's waiter has ticket 20: b goes first. The holder's key is released, b is woken.
+  redis_reply h = hand_over("20");
+  REQUIRE(h.elements.size() == 6);
+  CHECK(h.elements[0].integer == 0); // the waiter is refused
+  CHECK(h.elements[4].integer == 1); // the releaser's key was deleted
+  CHECK(h.elements[5].str == "10");  // b's ticket
+  CHECK_FALSE(fleet.get(0, "k"));
+  CHECK(command_calls(fleet, 0, "publish") == 1);
+  CHECK(entries(fleet).find(daemon_a + " 20 ") != std::string::npos); // a waits now
+  // With ticket 5, a's waiter is older than b's: handed over.
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  h = hand_over("5");
+  CHECK(h.elements[0].integer == 1);
+  CHECK(h.elements[4].integer == 1);
+  CHECK(fleet.get(0, "k") == "owner-a");
+  CHECK(entries(fleet).find(daemon_a) == std::string::npos);
+  // A master that lost its data (FLUSHALL): nothing granted, no fence key created.
+  fleet.run(0, "FLUSHALL");
+  h = hand_over("5");
+  CHECK(h.elements[0].integer == -1);
+  CHECK(h.elements[4].integer == -1);
+  CHECK(fleet.keys(0).empty());
+}

@@ -1,0 +1,266 @@
+// The lock family's Lua scripts (src/lua/lib/{readers,shared,permit,multi}.lua), run as the
+// masters run them (the embedded text) on a real redis-server: each kind's conflict rule and
+// the five rules (R1-R5) of the research note, one master at a time. The daemon's decisions
+// over a quorum are tested elsewhere (unit tests, integration tests, the simulator).
+#include "redlockd/resp/scripts.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis_fleet.hpp"
+
+using namespace redlockd;
+using namespace redlockd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string fence = "redlockd:fence";
+const std::string max_ttl = "redlockd:fence:max_ttl";
+
+// Owners as the daemon makes them: exclusive ones random, the others tagged '0000' + kind + slot.
+const std::string reader_a = "00001000aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const std::string reader_b = "00001000bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const std::string permit_a = "00002000aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const std::string permit_b = "00002000bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const std::string permit_c = "00002000cccccccccccccccccccccccccccccccc";
+const std::string set_a = "00003000aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const std::string set_b = "00003000bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+// One master; `eval` runs a script by source as the daemon's EVAL fallback does.
+struct master {
+  redis_fleet fleet{1};
+
+  redis_reply eval(script s, const std::vector<std::string>& keys,
+                   const std::vector<std::string>& args) const {
+    std::vector<std::string> command{"EVAL", std::string(script_source(s)),
+                                     std::to_string(keys.size())};
+    command.insert(command.end(), keys.begin(), keys.end());
+    command.insert(command.end(), args.begin(), args.end());
+    const redis_reply reply = fleet.command(0, command);
+    INFO("script error: " << reply.str);
+    REQUIRE_FALSE(reply.is_error());
+    return reply;
+  }
+  std::string get(const std::string& key) const { return fleet.get(0, key).value_or("(nil)"); }
+  long long pttl(const std::string& key) const { return fleet.pttl(0, key); }
+  redis_reply run(const std::vector<std::string>& args) const { return fleet.command(0, args); }
+};
+
+long long field(const redis_reply& reply, std::size_t i) {
+  REQUIRE(reply.elements.size() > i);
+  const redis_reply& e = reply.elements[i];
+  return e.type == redis_reply::kind::integer ? e.integer : std::stoll(e.str);
+}
+
+redis_reply shared_lock(const master& m, const std::string& owner, long long ttl,
+                        const std::string& label = "", const std::string& key = "r",
+                        long long proposal = 100) {
+  return m.eval(script::shared_acquire, {key, fence, max_ttl},
+                {owner, std::to_string(ttl), std::to_string(proposal), label});
+}
+
+redis_reply permit(const master& m, const std::string& owner, long long ttl, int n, int first = 0,
+                   const std::string& label = "") {
+  return m.eval(
+      script::permit_acquire, {"s", fence, max_ttl},
+      {owner, std::to_string(ttl), "100", std::to_string(n), std::to_string(first), label});
+}
+
+redis_reply multi_lock(const master& m, const std::string& owner,
+                       const std::vector<std::string>& members, long long ttl,
+                       const std::string& label = "") {
+  std::vector<std::string> keys{fence, max_ttl};
+  keys.insert(keys.end(), members.begin(), members.end());
+  return m.eval(script::multi_acquire, keys, {owner, std::to_string(ttl), "100", label});
+}
+
+} // namespace
+
+TEST_CASE("shared holds share, raise the fence and the longest TTL, and keep labels",
+          "[scripts][shared]") {
+  master m;
+  const auto first = shared_lock(m, reader_a, 8000, "web-1:42", "r", 41);
+  CHECK(field(first, 0) == 1);
+  CHECK(field(first, 1) == 0); // the fence counter before this grant
+  CHECK(m.get(fence) == "41");
+  CHECK(m.get(max_ttl) == "8000");
+  const auto second = shared_lock(m, reader_b, 1000, "", "r", 42);
+  CHECK(field(second, 0) == 1);
+  CHECK(field(second, 1) == 41);
+  CHECK(m.run({"ZCARD", "r readers"}).integer == 2);
+  CHECK(m.run({"HGET", "r labels", reader_a}).str == "web-1:42");
+  CHECK(m.run({"HEXISTS", "r labels", reader_b}).integer == 0);
+  CHECK(m.get(max_ttl) == "8000"); // a max-register: 1000 does not lower it
+  CHECK(m.get("r") == "(nil)");    // a shared hold never touches the exclusive key
+}
+
+TEST_CASE("a shorter reader never shortens the set another reader relies on (R2)",
+          "[scripts][shared]") {
+  master m;
+  shared_lock(m, reader_a, 8000);
+  shared_lock(m, reader_b, 1000);
+  CHECK(m.pttl("r readers") > 7000);
+  // EXTEND of the short reader to a still shorter TTL: its own score moves, the set's TTL stays.
+  const auto extended = m.eval(script::shared_extend, {"r", max_ttl}, {reader_b, "500"});
+  CHECK(field(extended, 0) == 1);
+  CHECK(m.pttl("r readers") > 7000);
+}
+
+TEST_CASE("a shared hold is refused by an exclusive holder and by a waiting writer's mark",
+          "[scripts][shared]") {
+  master m;
+  REQUIRE(m.fleet.set_nx_px(0, "r", "holder", 5000));
+  auto refused = shared_lock(m, reader_a, 1000);
+  CHECK(field(refused, 0) == 0);
+  CHECK(field(refused, 1) > 4000);
+  CHECK(m.run({"EXISTS", "r readers"}).integer == 0);
+  CHECK(m.get(fence) == "(nil)"); // a refusal raises nothing
+
+  m.run({"SET", "q write-intent", "1", "PX", "3000"}); // a writer waits for q
+  refused = shared_lock(m, reader_a, 1000, "", "q");
+  CHECK(field(refused, 0) == 0);
+  CHECK(field(refused, 1) > 2000);
+}
+
+TEST_CASE("readers expire by the master's clock (R1)", "[scripts][shared]") {
+  master m;
+  shared_lock(m, reader_a, 60); // its own score: now + 60 by the master's TIME
+  CHECK(field(multi_lock(m, set_a, {"r"}, 1000), 0) == 0); // a live reader blocks a member
+  std::this_thread::sleep_for(150ms);
+  // Past its score the reader no longer counts, even though the set's TTL may not have run out.
+  CHECK(field(multi_lock(m, set_a, {"r"}, 1000), 0) == 1);
+  CHECK(m.run({"DEL", "r"}).integer == 1);
+  // The next shared grant purges the expired member (and its label).
+  shared_lock(m, reader_b, 1000);
+  CHECK(m.run({"ZSCORE", "r readers", reader_a}).type == redis_reply::kind::nil);
+}
+
+TEST_CASE("shared release undoes by identity and extension never re-creates (R3, R4)",
+          "[scripts][shared]") {
+  master m;
+  shared_lock(m, reader_a, 5000, "x");
+  shared_lock(m, reader_b, 5000);
+  CHECK(m.eval(script::shared_release, {"r"}, {reader_a}).integer == 1);
+  CHECK(m.eval(script::shared_release, {"r"}, {reader_a}).integer == -1); // idempotent
+  CHECK(m.run({"HEXISTS", "r labels", reader_a}).integer == 0);
+  CHECK(m.run({"ZCARD", "r readers"}).integer == 1);
+  // An extension of a released reader answers gone and adds nothing back.
+  CHECK(field(m.eval(script::shared_extend, {"r", max_ttl}, {reader_a, "9000"}), 0) == -1);
+  CHECK(m.run({"ZCARD", "r readers"}).integer == 1);
+  CHECK(m.get(max_ttl) == "5000"); // a refused extension raises nothing
+  CHECK(m.eval(script::shared_release, {"r"}, {reader_b}).integer == 1);
+  CHECK(m.run({"EXISTS", "r readers", "r labels"}).integer == 0); // the last one takes the keys
+  // The release of a reader that never landed here is harmless.
+  CHECK(m.eval(script::shared_release, {"r"}, {reader_a}).integer == -1);
+}
+
+TEST_CASE("an expired reader cannot be extended back to life", "[scripts][shared]") {
+  master m;
+  shared_lock(m, reader_a, 60);
+  shared_lock(m, reader_b, 5000);
+  std::this_thread::sleep_for(150ms);
+  CHECK(field(m.eval(script::shared_extend, {"r", max_ttl}, {reader_a, "5000"}), 0) == -1);
+  CHECK(field(m.eval(script::shared_extend, {"r", max_ttl}, {reader_b, "7000"}), 0) == 1);
+  CHECK(m.get(max_ttl) == "7000");
+}
+
+TEST_CASE("permits are slots: n holders at most, each slot in the owner", "[scripts][permit]") {
+  master m;
+  const auto a = permit(m, permit_a, 5000, 2, 1);
+  CHECK(field(a, 0) == 1);
+  CHECK(field(a, 4) == 1); // the first slot it tried
+  CHECK(m.get("s permit:1") == "00002001aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  const auto b = permit(m, permit_b, 3000, 2, 1, "job:9");
+  CHECK(field(b, 4) == 0); // slot 1 taken: the next in turn
+  CHECK(m.get("s permit:0") == "00002000bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb job:9");
+  const auto c = permit(m, permit_c, 1000, 2);
+  CHECK(field(c, 0) == 0);
+  CHECK(field(c, 1) > 2000); // the shortest TTL among the held slots
+  CHECK(field(c, 1) <= 3000);
+  CHECK(m.get("s permits") == "2");
+  CHECK(m.pttl("s permits") > 4000); // as long as the longest permit
+  CHECK(m.get("s") == "(nil)");      // the semaphore s and the lock s never share a key
+}
+
+TEST_CASE("a permit with another n is refused while permits are held", "[scripts][permit]") {
+  master m;
+  permit(m, permit_a, 300, 2);
+  const auto other = permit(m, permit_b, 1000, 3);
+  CHECK(field(other, 0) == 2);
+  CHECK(field(other, 1) == 2);
+  CHECK(m.run({"EXISTS", "s permit:1", "s permit:2"}).integer == 0);
+  std::this_thread::sleep_for(450ms); // every permit of n = 2 has expired, and its count with it
+  CHECK(field(permit(m, permit_b, 1000, 3), 0) == 1);
+  CHECK(m.get("s permits") == "3");
+}
+
+TEST_CASE("permit release and extension go by the owner's slot", "[scripts][permit]") {
+  master m;
+  permit(m, permit_a, 5000, 3);
+  permit(m, permit_b, 5000, 3);
+  const std::string a0 = "00002000aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  const std::string b1 = "00002001bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+  CHECK(field(m.eval(script::permit_extend, {"s", max_ttl}, {b1, "9000"}), 0) == 1);
+  CHECK(m.pttl("s permit:1") > 8000);
+  CHECK(m.pttl("s permits") > 8000);
+  // The wrong slot: another owner holds slot 0 for a's random part with slot 1.
+  const std::string a1 = "00002001aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  CHECK(field(m.eval(script::permit_extend, {"s", max_ttl}, {a1, "9000"}), 0) == 0);
+  CHECK(m.eval(script::permit_release, {"s"}, {a1}).integer == 0);
+  CHECK(m.eval(script::permit_release, {"s"}, {a0}).integer == 1);
+  CHECK(m.eval(script::permit_release, {"s"}, {a0}).integer == -1);
+  CHECK(field(m.eval(script::permit_extend, {"s", max_ttl}, {a0, "9000"}), 0) == -1);
+  CHECK(m.run({"EXISTS", "s permit:0"}).integer == 0); // never re-created (R4)
+}
+
+TEST_CASE("a failed permit attempt is undone on whatever slot it took", "[scripts][permit]") {
+  master m;
+  permit(m, permit_a, 5000, 4, 2);
+  permit(m, permit_b, 5000, 4, 2);
+  // The daemon knows the attempt's owner (slot 000) but not which slot this master chose.
+  CHECK(m.eval(script::permit_release, {"s"}, {permit_a, "4"}).integer == 1);
+  CHECK(m.run({"EXISTS", "s permit:2"}).integer == 0);
+  CHECK(m.get("s permit:3") == "00002003bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+  CHECK(m.eval(script::permit_release, {"s"}, {permit_a, "4"}).integer == 0); // idempotent
+}
+
+TEST_CASE("several resources are taken all or nothing", "[scripts][multi]") {
+  master m;
+  REQUIRE(m.fleet.set_nx_px(0, "b", "someone", 4000));
+  auto refused = multi_lock(m, set_a, {"a", "b", "c"}, 1000);
+  CHECK(field(refused, 0) == 0);
+  CHECK(field(refused, 1) > 3000);
+  CHECK(m.run({"EXISTS", "a", "c"}).integer == 0); // nothing of a refused set stays
+  CHECK(m.get(fence) == "(nil)");
+  const auto granted = multi_lock(m, set_a, {"c", "a", "d"}, 2000, "batch");
+  CHECK(field(granted, 0) == 1);
+  for (const char* key : {"a", "c", "d"})
+    CHECK(m.get(key) == set_a + " batch");
+  CHECK(m.get(max_ttl) == "2000");
+  // Overlapping sets exclude each other.
+  CHECK(field(multi_lock(m, set_b, {"d", "e"}, 1000), 0) == 0);
+  CHECK(m.run({"EXISTS", "e"}).integer == 0);
+}
+
+TEST_CASE("a set's release and extension report a member that is gone or taken",
+          "[scripts][multi]") {
+  master m;
+  multi_lock(m, set_a, {"a", "b"}, 5000);
+  m.run({"DEL", "b"});
+  // Extension: a is extended, b is gone (never re-created), and the record is raised.
+  const auto extended = m.eval(script::multi_extend, {max_ttl, "a", "b"}, {set_a, "8000"});
+  CHECK(field(extended, 0) == -1);
+  CHECK(m.pttl("a") > 7000);
+  CHECK(m.run({"EXISTS", "b"}).integer == 0);
+  CHECK(m.get(max_ttl) == "8000");
+  REQUIRE(m.fleet.set_nx_px(0, "b", "someone", 4000));
+  CHECK(m.eval(script::multi_release, {"a", "b"}, {set_a}).integer == 0);
+  CHECK(m.run({"EXISTS", "a"}).integer == 0); // its own member is released anyway
+  CHECK(m.get("b") == "someone");             // never another owner's
+  CHECK(m.eval(script::multi_release, {"a"}, {set_a}).integer == -1);
+}
