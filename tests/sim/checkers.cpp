@@ -448,10 +448,13 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     busy[g.resource].emplace_back(attempt_start(g), gone);
   }
 
-  // Waiters per resource.
+  // Waiters per resource. A LOCK ... WAIT answered ERR (too many waiters, or KEEP locks on its
+  // connection) was refused at once and never waited: its ERR may still sit behind earlier
+  // replies on its connection.
   std::vector<std::vector<std::uint32_t>> waiters(h.resources.size());
   for (std::uint32_t i = 0; i < h.requests.size(); ++i)
-    if (h.requests[i].kind == client_op::lock && h.requests[i].wait_ms >= 0)
+    if (h.requests[i].kind == client_op::lock && h.requests[i].wait_ms >= 0 &&
+        h.requests[i].result != outcome::error)
       waiters[h.requests[i].resource].push_back(i);
 
   for (std::uint32_t resource = 0; resource < h.resources.size(); ++resource) {

@@ -2,7 +2,7 @@
 //   redlockd-sim --seed S                 one run, replayed bit for bit
 //   redlockd-sim --seeds N [--from S]     N runs, seeds S, S+1, ... (S defaults to 1)
 //   redlockd-sim --minutes T [--from S]   runs seeds from S until T minutes have passed
-//   --weaken NAME       switch one rule off in the engine (quorum-minus-one, no-quarantine)
+//   --weaken NAME       switch one rule off in the engine (simulation.cpp: weakenings())
 //   --expect CHECKER    exit 0 only if a violation of that checker (or of one of a comma-separated
 //                       list) was found; other violations are counted and passed over (for the
 //                       weakened runs in CI, and to look for one kind of finding)

@@ -103,6 +103,18 @@ struct setup {
   std::vector<std::int64_t> master_drift;
 };
 
+// --weaken NAME: one rule off on the engine's real code path (config::weakened).
+void weaken_rule(config& cfg, const std::string& weaken) {
+  if (weaken == "quorum-minus-one")
+    cfg.weakened.quorum_minus_one = true;
+  else if (weaken == "no-quarantine")
+    cfg.unsafe_disable_quarantine = true;
+  else if (weaken == "handover-skips-keyloss")
+    cfg.weakened.handover_skips_keyloss = true;
+  else if (weaken == "publish-on-cleanup")
+    cfg.weakened.publish_on_cleanup = true;
+}
+
 setup choose(prng& random, const std::string& weaken) {
   setup s;
   const double r = random.unit();
@@ -124,10 +136,7 @@ setup choose(prng& random, const std::string& weaken) {
     cfg.max_keep_locks_per_connection = static_cast<std::uint32_t>(random.between(1, 2));
   cfg.redis_health_interval_ms =
       random.chance(0.6) ? 500 : static_cast<std::uint32_t>(random.between(100, 1000));
-  if (weaken == "quorum-minus-one")
-    cfg.weakened.quorum_minus_one = true;
-  else if (weaken == "no-quarantine")
-    cfg.unsafe_disable_quarantine = true;
+  weaken_rule(cfg, weaken);
 
   workload& w = s.work;
   w.clients = static_cast<std::uint32_t>(random.between(4, 24));
@@ -204,8 +213,9 @@ setup choose(prng& random, const std::string& weaken) {
 }
 
 // A scripted run: one fleet as the scenario says, default configuration, a quiet network.
-setup scripted(const scenario& sc) {
+setup scripted(const scenario& sc, const std::string& weaken) {
   setup s;
+  weaken_rule(s.cfg, weaken);
   s.masters = sc.masters;
   s.daemons = sc.daemons;
   s.cfg.nodes.clear();
@@ -357,7 +367,7 @@ class simulation final : public script_observer,
 simulation::simulation(const run_options& options)
     : options_(options), random_(options.seed),
       scenario_(options.scenario.empty() ? nullptr : find_scenario(options.scenario)),
-      setup_(scenario_ ? scripted(*scenario_) : choose(random_, options.weaken)) {
+      setup_(scenario_ ? scripted(*scenario_, options.weaken) : choose(random_, options.weaken)) {
   limits_.min_ttl_ms = setup_.cfg.min_ttl_ms;
   limits_.max_ttl_ms = setup_.cfg.max_ttl_ms;
   log_ = std::make_shared<spdlog::logger>("sim");
@@ -932,7 +942,8 @@ void simulation::data_lost(std::size_t master, const std::vector<lost_key>& keys
 } // namespace
 
 const std::vector<std::string>& weakenings() {
-  static const std::vector<std::string> names = {"quorum-minus-one", "no-quarantine"};
+  static const std::vector<std::string> names = {"quorum-minus-one", "no-quarantine",
+                                                 "handover-skips-keyloss", "publish-on-cleanup"};
   return names;
 }
 

@@ -88,7 +88,9 @@ struct config {
   // configuration key: parse_config never sets these. (`--weaken no-quarantine` sets
   // unsafe_disable_quarantine above.)
   struct weakenings {
-    bool quorum_minus_one = false; // a round is decided by one vote fewer than a majority
+    bool quorum_minus_one = false;       // a round is decided by one vote fewer than a majority
+    bool handover_skips_keyloss = false; // a hand-over's release does not judge key loss
+    bool publish_on_cleanup = false;     // a failed attempt's cleanup publishes a wake-up
   };
   weakenings weakened;
   // Keep masters whose maxmemory-policy can evict lock keys out of every quorum.

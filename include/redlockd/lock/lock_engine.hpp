@@ -165,6 +165,7 @@ class lock_engine {
   void count_vote(std::uint32_t slot, std::size_t node, const script_reply& reply);
   bool clock_ok(std::size_t node, const std::optional<node_time>& time, const operation& op);
   void drain_reply(std::uint32_t slot, std::size_t node, const script_reply& reply);
+  bool skips_key_loss(const script_reply& reply) const;
   void after_vote(std::uint32_t slot);
   void end_draining(std::uint32_t slot);
   void expect_lease(operation& op);
