@@ -659,8 +659,9 @@ void simulation::on_script(const script_run& run) {
   meta.error = !run.reply.empty() && run.reply[0] == '-';
   meta.result = integer_at(run.reply, 0).value_or(0);
   if (run.which == script::hand_over) {
-    if (run.args.size() >= 4)
-      meta.releasing = owner_of(run.args[3]);
+    // ARGV: acquire_wait's seven (owner ... slack ms), then the releasing owner (append_hand_over).
+    if (run.args.size() >= 8)
+      meta.releasing = owner_of(run.args[7]);
     meta.released = integer_at(run.reply, 4).value_or(0);
   }
   if (run.which && (run.which == script::acquire || run.which == script::acquire_wait ||
@@ -668,8 +669,12 @@ void simulation::on_script(const script_run& run) {
     if (run.args.size() >= 2)
       meta.ttl_ms = counter_of(run.args[1]);
   if (options_.verbose && run.which) {
-    static constexpr const char* names[] = {"acquire", "release",   "extend",      "fence_bump",
-                                            "seed",    "hand_over", "acquire_wait"};
+    static constexpr const char* names[] = {
+        "acquire",        "release",        "extend",         "fence_bump",     "seed",
+        "hand_over",      "acquire_wait",   "shared_acquire", "shared_release", "shared_extend",
+        "permit_acquire", "permit_release", "permit_extend",  "multi_acquire",  "multi_release",
+        "multi_extend",   "unmark"};
+    static_assert(std::size(names) == script_count);
     const auto n = static_cast<std::size_t>(*run.which);
     std::fprintf(stderr, "%12.3f ms master %zu conn %llu %s %s %.8s -> %lld%s%s\n",
                  static_cast<double>(clock_.now()) / 1000.0, run.master,
