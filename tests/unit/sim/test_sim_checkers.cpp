@@ -284,7 +284,7 @@ TEST_CASE("mutual exclusion: the lost key may be the one of the grant answered l
   // request b, which master 2 then granted.
   const auto a = b.grant(0, 0, 3000 * ms, 500, 1, 'a');
   b.h.requests[a].attempt_start = 1000 * ms;
-  b.grant(1, 0, 2500 * ms, 500, 2, 'b');
+  b.grant(1, 0, 2500 * ms, 600, 2, 'b'); // held until 3100 ms: a's OK at 3000 ms overlaps it
   data_loss loss;
   loss.master = 2;
   loss.at = 2000 * ms;
