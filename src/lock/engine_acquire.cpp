@@ -136,8 +136,11 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   // The others may hold it (a grant, or an answer that never came). After a fencing round the
   // tally is that round's: everywhere.
   const std::uint32_t refused = op.phase == op_phase::voting ? op.tally.mask_of(vote::no) : 0;
+  // publish-on-cleanup (the simulator's weakened variant only, config::weakened) releases it as
+  // a lock, which wakes other daemons' waiters.
   cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
-                       released::attempt, {}, refused);
+                       cfg_.weakened.publish_on_cleanup ? released::lock : released::attempt, {},
+                       refused);
   const bool busy = line.starts_with("BUSY");
   const clock_type::time_point now = now_();
   if (op.lock.queued && op.sink && now < op.lock.wait_until) {

@@ -52,7 +52,7 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_
       v = count_extend(*extend, set ? validity_now(op) : 0, gone);
     }
   }
-  if (gone)
+  if (gone && !skips_key_loss(reply))
     op.watch.missing |= node_bit(node);
   op.tally.record(node, v);
   after_vote(slot);
@@ -64,12 +64,17 @@ bool lock_engine::clock_ok(std::size_t node, const std::optional<node_time>& tim
   return !time || health_.on_time(node, *time, op.t0);
 }
 
+bool lock_engine::skips_key_loss(const script_reply& reply) const {
+  // handover-skips-keyloss: the simulator's weakened variant only (config::weakened).
+  return cfg_.weakened.handover_skips_keyloss && std::holds_alternative<hand_over_reply>(reply);
+}
+
 void lock_engine::drain_reply(std::uint32_t slot, std::size_t node, const script_reply& reply) {
   // The client has its answer: only what the lease and key-loss detection need is read here.
   operation& op = slots_[slot];
   const std::optional<std::int64_t> result = late_result(reply);
   const bool yes = result == 1;
-  if (result == -1)
+  if (result == -1 && !skips_key_loss(reply))
     op.watch.missing |= node_bit(node);
   if (yes && op.kind == op_kind::lock)
     op.watch.granted |= node_bit(node);

@@ -8,13 +8,28 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 
 namespace redlockd {
+namespace {
+
+// The seed of the retry jitter: from `random` when one is injected (the simulator), else from
+// std::random_device.
+std::minstd_rand::result_type jitter_seed(const random_bytes& random) {
+  if (!random)
+    return std::random_device{}();
+  std::array<std::uint8_t, 4> bytes{};
+  random(bytes);
+  return static_cast<std::minstd_rand::result_type>(bytes[0] | bytes[1] << 8 | bytes[2] << 16 |
+                                                    static_cast<std::uint32_t>(bytes[3]) << 24);
+}
+
+} // namespace
 
 lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog::logger> log,
-                         now_function now)
+                         now_function now, random_bytes random)
     : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)), node_count_(cfg.nodes.size()),
-      keys_(cfg.fence_key), daemon_id_(view(owners_.next()).substr(0, 16)),
+      keys_(cfg.fence_key), owners_(random), daemon_id_(view(owners_.next()).substr(0, 16)),
       mark_slack_ms_(2 * std::uint64_t{cfg.node_timeout_ms} + 100),
       health_(cfg, io, *log_, now_, fences_, counters_, keys_,
               [this](clock_type::time_point when, std::uint32_t node, std::uint64_t stamp) {
@@ -23,7 +38,7 @@ lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog:
       leases_(cfg.lock_delay_ms, now_),
       cleanups_(io, cfg.nodes.size(), keys_, daemon_id_, mark_slack_ms_,
                 [this](std::uint32_t masters, std::string_view key) { key_lost(masters, key); }),
-      random_(std::random_device{}()) {}
+      random_(jitter_seed(random)) {}
 
 // ---------------------------------------------------------------------------------------------
 // Client requests
@@ -287,7 +302,8 @@ void lock_engine::open_round(std::uint32_t slot, op_phase phase) {
   operation& op = slots_[slot];
   op.enter(phase);
   op.generation = next_generation(op.generation);
-  op.tally.reset(node_count_);
+  // quorum-minus-one: the simulator's weakened variant only (config::weakened).
+  op.tally.reset(node_count_, cfg_.weakened.quorum_minus_one ? quorum(node_count_) - 1 : 0);
   // An UNLOCK waits node_timeout_ms for each master, with or without a waiter to hand over to.
   const auto timeout = op.ttl_ms == 0 ? std::chrono::milliseconds(cfg_.node_timeout_ms)
                                       : node_timeout_for(op.ttl_ms, cfg_.node_timeout_ms);

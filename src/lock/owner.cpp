@@ -8,7 +8,10 @@ namespace redlockd {
 
 owner_id owner_generator::next() {
   constexpr std::size_t bytes = 20; // 160 bits
-  if (used_ + bytes > pool_.size()) {
+  if (used_ + bytes > pool_.size() && source_) {
+    source_(pool_);
+    used_ = 0;
+  } else if (used_ + bytes > pool_.size()) {
     std::size_t filled = 0;
     while (filled < pool_.size()) {
       const ssize_t got = ::getrandom(pool_.data() + filled, pool_.size() - filled, 0);

@@ -26,8 +26,9 @@ std::chrono::milliseconds node_timeout_for(std::uint64_t ttl_ms, std::uint32_t n
   return std::chrono::milliseconds(std::min<std::uint64_t>(node_timeout_ms, cap));
 }
 
-void vote_tally::reset(std::size_t nodes) {
+void vote_tally::reset(std::size_t nodes, std::size_t needed) {
   nodes_ = std::min(nodes, max_nodes);
+  needed_ = needed == 0 ? quorum(nodes_) : needed;
   votes_.fill(vote::pending);
   yes_ = no_ = failed_ = 0;
 }

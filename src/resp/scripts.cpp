@@ -13,13 +13,36 @@ namespace {
 
 #include "redlockd/lua_scripts.inc"
 
+struct script_file {
+  std::string_view name; // the file's name in src/lua, without .lua
+  std::string_view source;
+};
+
 // In the order of enum class script.
-constexpr std::array<std::string_view, script_count> sources = {
-    lua_acquire,        lua_release,       lua_extend,         lua_fence_bump,
-    lua_seed,           lua_hand_over,     lua_acquire_wait,   lua_shared_acquire,
-    lua_shared_release, lua_shared_extend, lua_permit_acquire, lua_permit_release,
-    lua_permit_extend,  lua_multi_acquire, lua_multi_release,  lua_multi_extend,
-    lua_unmark,         lua_break,         lua_list,           lua_status};
+constexpr std::array<script_file, script_count> files = {{
+    {"acquire", lua_acquire},
+    {"release", lua_release},
+    {"extend", lua_extend},
+    {"fence_bump", lua_fence_bump},
+    {"seed", lua_seed},
+    {"hand_over", lua_hand_over},
+    {"acquire_wait", lua_acquire_wait},
+    {"shared_acquire", lua_shared_acquire},
+    {"shared_release", lua_shared_release},
+    {"shared_extend", lua_shared_extend},
+    {"permit_acquire", lua_permit_acquire},
+    {"permit_release", lua_permit_release},
+    {"permit_extend", lua_permit_extend},
+    {"multi_acquire", lua_multi_acquire},
+    {"multi_release", lua_multi_release},
+    {"multi_extend", lua_multi_extend},
+    {"unmark", lua_unmark},
+    {"break", lua_break},
+    {"list", lua_list},
+    {"status", lua_status},
+}};
+
+} // namespace
 
 std::string sha1_hex(std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -36,17 +59,19 @@ std::string sha1_hex(std::string_view text) {
   return out;
 }
 
-} // namespace
-
 std::string_view script_source(script s) {
-  return sources[static_cast<std::size_t>(s)];
+  return files[static_cast<std::size_t>(s)].source;
+}
+
+std::string_view script_name(script s) {
+  return files[static_cast<std::size_t>(s)].name;
 }
 
 std::string_view script_sha(script s) {
   static const auto shas = [] {
     std::array<std::string, script_count> out;
     for (std::size_t i = 0; i < script_count; ++i)
-      out[i] = sha1_hex(sources[i]);
+      out[i] = sha1_hex(files[i].source);
     return out;
   }();
   return shas[static_cast<std::size_t>(s)];

@@ -86,6 +86,16 @@ struct config {
   std::uint32_t clock_jump_ms = 500;
   // For tests of the test suite only: never quarantine restarted masters (unsafe).
   bool unsafe_disable_quarantine = false;
+  // For the simulator only (tests/sim, `redlockd-sim --weaken NAME`): a rule switched off on the
+  // real code path, to show that the simulator's checkers catch what the rule prevents. Not a
+  // configuration key: parse_config never sets these. (`--weaken no-quarantine` sets
+  // unsafe_disable_quarantine above.)
+  struct weakenings {
+    bool quorum_minus_one = false;       // a round is decided by one vote fewer than a majority
+    bool handover_skips_keyloss = false; // a hand-over's release does not judge key loss
+    bool publish_on_cleanup = false;     // a failed attempt's cleanup publishes a wake-up
+  };
+  weakenings weakened;
   // Keep masters whose maxmemory-policy can evict lock keys out of every quorum.
   bool refuse_unsafe_nodes = true; // masters that can evict lock keys do not vote
   // TLS for clients and for the masters; absent (the default) means plaintext TCP.

@@ -51,8 +51,10 @@ class lock_engine {
   using quarantine_reason = redlockd::quarantine_reason;
   using node_status = redlockd::node_status;
 
+  // `random`: where owners, the daemon's id and retry jitter come from; empty (the daemon): the
+  // OS CSPRNG and std::random_device. The simulator (tests/sim) injects a seeded source.
   lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog::logger> log,
-              now_function now = &clock_type::now);
+              now_function now = &clock_type::now, random_bytes random = {});
 
   // Client requests. The reply is delivered to `sink` with `seq`, possibly before returning.
   // LOCK ... WAIT beyond max_waiters(_per_resource) and KEEP beyond
@@ -167,6 +169,7 @@ class lock_engine {
   void count_vote(std::uint32_t slot, std::size_t node, const script_reply& reply);
   bool clock_ok(std::size_t node, const std::optional<node_time>& time, const operation& op);
   void drain_reply(std::uint32_t slot, std::size_t node, const script_reply& reply);
+  bool skips_key_loss(const script_reply& reply) const;
   void after_vote(std::uint32_t slot);
   void end_draining(std::uint32_t slot);
   void expect_lease(operation& op);

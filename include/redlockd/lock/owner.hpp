@@ -4,6 +4,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,13 +27,19 @@ inline std::string_view hold_value(std::string& buffer, std::string_view owner,
   return buffer;
 }
 
-// Hands out owner values from a buffer refilled with getrandom(2), so that one acquisition
-// costs no system call.
+// Fills a buffer with random bytes. Empty: the OS CSPRNG (getrandom(2)), as the daemon runs.
+// The simulator (tests/sim) passes a seeded generator, so that a run replays bit for bit.
+using random_bytes = std::function<void(std::span<std::uint8_t>)>;
+
+// Hands out owner values from a buffer refilled with getrandom(2) (or `source`), so that one
+// acquisition costs no system call.
 class owner_generator {
  public:
+  explicit owner_generator(random_bytes source = {}) : source_(std::move(source)) {}
   owner_id next();
 
  private:
+  random_bytes source_;
   std::array<std::uint8_t, 4000> pool_{};
   std::size_t used_ = pool_.size();
 };

@@ -43,7 +43,9 @@ class vote_tally {
   vote_tally() = default;
   explicit vote_tally(std::size_t nodes) { reset(nodes); }
 
-  void reset(std::size_t nodes);
+  // `needed`: the votes that decide; 0 means a majority, quorum(nodes). Anything else is the
+  // simulator's weakened variant (config::weakened).
+  void reset(std::size_t nodes, std::size_t needed = 0);
 
   // Records a node's vote. Returns false (and changes nothing) if the node already voted.
   bool record(std::size_t node, vote v);
@@ -52,7 +54,7 @@ class vote_tally {
 
   vote of(std::size_t node) const { return votes_[node]; }
   std::size_t nodes() const { return nodes_; }
-  std::size_t needed() const { return quorum(nodes_); }
+  std::size_t needed() const { return needed_; }
   std::size_t yes() const { return yes_; }
   // The nodes that voted `v`, as a bit set (max_nodes fits in 32 bits).
   std::uint32_t mask_of(vote v) const {
@@ -75,6 +77,7 @@ class vote_tally {
  private:
   std::array<vote, max_nodes> votes_{};
   std::size_t nodes_ = 0;
+  std::size_t needed_ = quorum(0);
   std::size_t yes_ = 0;
   std::size_t no_ = 0;
   std::size_t failed_ = 0;

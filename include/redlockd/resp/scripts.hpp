@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace redlockd {
@@ -37,7 +38,12 @@ inline constexpr std::size_t script_count = 20;
 
 // Script source text.
 std::string_view script_source(script s);
+// Its file's name in src/lua without .lua ("acquire", "hand_over", ...): logs and traces.
+std::string_view script_name(script s);
 // SHA1 hex of the source, as SCRIPT LOAD / EVALSHA name it.
 std::string_view script_sha(script s);
+// SHA1 of any text as 40 lowercase hex characters: what Redis names a script by (the
+// simulator's masters name the scripts they are sent this way).
+std::string sha1_hex(std::string_view text);
 
 } // namespace redlockd
