@@ -364,9 +364,17 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   }
 }
 
+// `op` is the head of its queue (only heads try).
 wait_mark lock_engine::mark_of(const operation& op) {
-  return {wait_marker(marker_, keys_, op.key), ms_until(now_(), op.lock.wait_until), daemon_id_,
-          op.lock.ticket, mark_slack_ms_};
+  std::uint64_t next_wait_ms = 0;
+  if (const auto next = queues_.behind_head(op.key))
+    next_wait_ms = std::max<std::uint64_t>(ms_until(now_(), slots_[next->slot].lock.wait_until), 1);
+  return {wait_marker(marker_, keys_, op.key),
+          ms_until(now_(), op.lock.wait_until),
+          daemon_id_,
+          op.lock.ticket,
+          mark_slack_ms_,
+          next_wait_ms};
 }
 
 std::int64_t lock_engine::validity_now(const operation& op) const {

@@ -1,9 +1,10 @@
 --#include marks
 -- hand_over: an UNLOCK that hands its lock to this daemon's head waiter, in one step: release's
 -- step for the releasing owner, then acquire_wait's for the waiter.
--- KEYS: lock key, fence key, max-TTL key, wait marker. ARGV: acquire_wait's (owner, ttl ms,
--- proposed token, ms the waiter still waits, the daemon's id, the waiter's ticket, slack ms),
--- then the releasing owner and the wake channel.
+-- KEYS: lock key, fence key, max-TTL key, wait marker. ARGV: acquire_wait's first seven (owner,
+-- ttl ms, proposed token, ms the waiter still waits, the daemon's id, the waiter's ticket, slack
+-- ms), the releasing owner, the wake channel, then acquire_wait's eighth (the ms the next waiter
+-- behind this one still waits).
 -- Answers as acquire_wait does, with release's answer for the releasing owner as the fifth field
 -- (1 its key was deleted, 0 another owner holds it, -1 gone) and the largest ticket of another
 -- daemon waiting here as the sixth. Where another daemon's head with an earlier ticket waits,
@@ -22,11 +23,23 @@ elseif v then
 elseif not redis.call('get', KEYS[2]) then
   return {-1, 0, t[1], t[2], r, '0'}
 end
-local answer = wait_turn(t, r == 1)
+local answer = wait_turn(t, r == 1, 10)
 answer[6] = answer[5]
 answer[5] = r
-if answer[1] == 0 and r == 1 then
-  -- it yields to another daemon's older head (marks() was made by wait_turn)
-  wake(KEYS[4], redis.call('get', KEYS[4]), ARGV[5], ARGV[9], ARGV[7])
+local m = redis.call('get', KEYS[4])
+if m then -- (marks() was made by wait_turn)
+  if answer[1] == 0 and r ~= 0 then
+    -- the lock is free here and the waiter yields to another daemon's older head: wake it
+    wake(KEYS[4], m, ARGV[5], ARGV[9], ARGV[7])
+  elseif answer[1] == 1 then
+    -- Other daemons' heads sleep until about the releasing holder's end: where the new holder's
+    -- TTL ends well before, they are woken (refused again, they sleep the new holder's TTL), or
+    -- they would sleep on past a free lock.
+    local ttl = tonumber(ARGV[2])
+    local now = ms(t)
+    if sleeps_past(m, ARGV[5], now, now + ttl + math.floor(ttl / 100) + tonumber(ARGV[7])) then
+      wake(KEYS[4], m, ARGV[5], ARGV[9], ARGV[7])
+    end
+  end
 end
 return answer

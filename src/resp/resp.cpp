@@ -36,7 +36,7 @@ std::size_t decimal_digits(std::size_t n) {
 void append_command(std::string& out, std::initializer_list<std::string_view> args) {
   // The bytes redisFormatCommandArgv produces, written in place: no buffer of its own to
   // allocate, no printf per argument.
-  constexpr std::size_t max_args = 16; // the longest: EVALSHA of hand_over
+  constexpr std::size_t max_args = 17; // the longest: EVALSHA of hand_over
   if (args.size() > max_args)
     throw std::logic_error("append_command: too many arguments");
   std::size_t total = 1 + decimal_digits(args.size()) + 2;

@@ -122,7 +122,8 @@ void append_acquire_wait(std::string& out, script_by by, std::string_view key,
   append_command(out, {verb, body, "4", key, keys.fence, keys.max_ttl, mark.marker, owner,
                        decimal(ttl_ms).view(), decimal(proposal).view(),
                        decimal(std::max<std::uint64_t>(mark.wait_ms, 1)).view(), mark.daemon_id,
-                       decimal(mark.ticket).view(), decimal(mark.slack_ms).view()});
+                       decimal(mark.ticket).view(), decimal(mark.slack_ms).view(),
+                       decimal(mark.next_wait_ms).view()});
 }
 
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
@@ -160,7 +161,7 @@ void append_hand_over(std::string& out, script_by by, std::string_view key,
                        decimal(ttl_ms).view(), decimal(proposal).view(),
                        decimal(std::max<std::uint64_t>(mark.wait_ms, 1)).view(), mark.daemon_id,
                        decimal(mark.ticket).view(), decimal(mark.slack_ms).view(), releasing_owner,
-                       keys.wake});
+                       keys.wake, decimal(mark.next_wait_ms).view()});
 }
 
 void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,

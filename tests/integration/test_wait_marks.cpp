@@ -30,11 +30,12 @@ redis_reply eval(const redis_fleet& fleet, script s, std::vector<std::string> ke
   return fleet.command(0, command);
 }
 
-// A waiter's attempt: acquire_wait with a 10 s TTL, 8 s left to wait, a slack of 200 ms.
+// A waiter's attempt: acquire_wait with a 10 s TTL, 8 s left to wait, a slack of 200 ms, and
+// `behind` ms left to the wait of the daemon's next waiter ("0": none).
 redis_reply attempt(const redis_fleet& fleet, const std::string& daemon, const std::string& ticket,
-                    const std::string& owner) {
+                    const std::string& owner, const std::string& behind = "0") {
   return eval(fleet, script::acquire_wait, {"k", default_fence_key, max_ttl_key(), marker},
-              {owner, "10000", ticket, "8000", daemon, ticket, "200"});
+              {owner, "10000", ticket, "8000", daemon, ticket, "200", behind});
 }
 
 redis_reply release(const redis_fleet& fleet, const std::string& owner, const std::string& daemon,
@@ -138,7 +139,7 @@ TEST_CASE("wait marks: a hand-over yields to another daemon's older head, releas
   const auto hand_over = [&](const std::string& ticket) {
     return eval(fleet, script::hand_over, {"k", default_fence_key, max_ttl_key(), marker},
                 {"owner-a", "10000", "30", "8000", daemon_a, ticket, "200", "holder",
-                 "redlockd:fence:wake"});
+                 "redlockd:fence:wake", "0"});
   };
   // a's waiter has ticket 20: b goes first. The holder's key is released, b is woken.
   redis_reply h = hand_over("20");
@@ -156,10 +157,46 @@ TEST_CASE("wait marks: a hand-over yields to another daemon's older head, releas
   CHECK(h.elements[4].integer == 1);
   CHECK(fleet.get(0, "k") == "owner-a");
   CHECK(entries(fleet).find(daemon_a) == std::string::npos);
+  // b sleeps until about the old holder's end, before the new holder's: nobody is woken.
+  CHECK(command_calls(fleet, 0, "publish") == 1);
   // A master that lost its data (FLUSHALL): nothing granted, no fence key created.
   fleet.run(0, "FLUSHALL");
   h = hand_over("5");
   CHECK(h.elements[0].integer == -1);
   CHECK(h.elements[4].integer == -1);
   CHECK(fleet.keys(0).empty());
+}
+
+TEST_CASE(
+    "wait marks: a grant with a waiter behind keeps the daemon's entry for it, and a hand-over "
+    "to a TTL shorter than another daemon's sleep wakes that daemon",
+    "[integration][handover][wake]") {
+  redis_fleet fleet(1);
+  // a's head is granted the free lock while a's next waiter still waits 3 s: a's entry stays,
+  // ticketed with the grant's proposal (after every head waiting now), until about the lock's
+  // end, capped by that waiter's wait.
+  redis_reply a = eval(fleet, script::acquire_wait, {"k", default_fence_key, max_ttl_key(), marker},
+                       {"owner-a", "10000", "40", "8000", daemon_a, "20", "200", "3000"});
+  CHECK(a.elements[0].integer == 1);
+  CHECK(entries(fleet).find(daemon_a + " 40 ") != std::string::npos);
+  CHECK(fleet.pttl(0, marker) > 2900);
+  CHECK(fleet.pttl(0, marker) <= 3000);
+  // So a release through daemon b wakes a's next waiter.
+  CHECK(release(fleet, "owner-a", daemon_b, true).integer == 1);
+  CHECK(command_calls(fleet, 0, "publish") == 1);
+  CHECK(eval(fleet, script::unmark, {marker}, {daemon_a}).integer == 1);
+
+  // b's head is refused by a holder with 5 s left and sleeps about that long. The holder's
+  // UNLOCK hands the lock to a's older waiter with a 1 s TTL: b would sleep 4 s past a free
+  // lock, so it is woken (refused again, it then sleeps the new holder's TTL).
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  attempt(fleet, daemon_b, "10", "owner-b");
+  const redis_reply h =
+      eval(fleet, script::hand_over, {"k", default_fence_key, max_ttl_key(), marker},
+           {"owner-a2", "1000", "50", "8000", daemon_a, "5", "200", "holder", "redlockd:fence:wake",
+            "0"});
+  CHECK(h.elements[0].integer == 1);
+  CHECK(fleet.get(0, "k") == "owner-a2");
+  CHECK(command_calls(fleet, 0, "publish") == 2);
+  CHECK(fleet.pttl(0, marker) <= 200); // b's entry: the slack to try once woken
 }

@@ -413,3 +413,75 @@ TEST_CASE("a wake channel whose SUBSCRIBE is never answered is opened again",
   const lock_grant grant = must_lock(client, "LOCK still-works 10000");
   CHECK(client.request("UNLOCK still-works " + grant.owner) == "OK");
 }
+
+// Found by the simulator (issue 22, seeds 149, 424, 487): a head refused by a long-held lock
+// sleeps that holder's remaining TTL; when the UNLOCK hands the lock over to another daemon's
+// waiter with a much shorter TTL, that head must be woken, or it sleeps on past a free lock.
+TEST_CASE("two daemons - a hand-over to a shorter TTL wakes the other daemon's head, which would "
+          "sleep past it",
+          "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  line_client x(d2.port());
+  line_client y(d2.port());
+  line_client z(d1.port());
+  const lock_grant held = must_lock(x, "LOCK brief 30000");
+  // The hand-over must go to y, so y's ticket must be older than z's. Tickets are proposals of
+  // fencing tokens: d1 uses up proposals on refused try-locks first, so z's comes after y's.
+  for (int i = 0; i < 20; ++i)
+    CHECK(starts_with(z.request("LOCK brief 30000"), "BUSY "));
+  y.send("LOCK brief 400 WAIT 20000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 1; }));
+  std::this_thread::sleep_for(100ms); // y's first attempt is over
+  z.send("LOCK brief 30000 WAIT 6000\n");
+  REQUIRE(eventually([&] { return d1.info().at("waiters") == 1; }));
+  std::this_thread::sleep_for(100ms); // z was refused: it sleeps x's 30 s, capped by its wait
+  CHECK(x.request("UNLOCK brief " + held.owner) == "OK");
+  const auto handed = parse_lock_ok(y.read_line());
+  REQUIRE(handed); // y holds for 400 ms and lets it run out
+  // z gets the lock once y's lease is over: on the code before this fix it slept its whole
+  // wait (x's remaining 30 s were longer) and answered BUSY.
+  z.set_timeout(10s);
+  const std::string line = z.read_line();
+  const auto got = parse_lock_ok(line);
+  INFO("z: " << line);
+  REQUIRE(got);
+  CHECK(got->fence > handed->fence);
+  CHECK(z.request("UNLOCK brief " + got->owner) == "OK");
+}
+
+// Found by the simulator (issue 22, seed 11034): a daemon whose head waiter is granted while
+// another of its waiters stays queued keeps its wait mark, so that the lock's release through
+// another daemon still wakes that waiter.
+TEST_CASE("two daemons - a grant to a daemon's head keeps its mark for the waiter behind, and a "
+          "release through the other daemon wakes it",
+          "[integration][wake]") {
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  line_client x(d2.port());
+  line_client w1(d2.port());
+  line_client w2(d2.port());
+  line_client other(d1.port());
+  const lock_grant held = must_lock(x, "LOCK queued 30000");
+  w1.send("LOCK queued 30000 WAIT 20000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 1; }));
+  w2.send("LOCK queued 30000 WAIT 6000\n");
+  REQUIRE(eventually([&] { return d2.info().at("waiters") == 2; }));
+  std::this_thread::sleep_for(100ms);
+  CHECK(x.request("UNLOCK queued " + held.owner) == "OK"); // handed over to w1
+  const auto first = parse_lock_ok(w1.read_line());
+  REQUIRE(first);
+  // w1's owner releases through d1 (a client that failed over, say): d2 only learns of it
+  // through the masters' wake channel, which needs d2's mark for w2 to be there.
+  CHECK(other.request("UNLOCK queued " + first->owner) == "OK");
+  w2.set_timeout(10s);
+  const std::string line = w2.read_line();
+  const auto got = parse_lock_ok(line);
+  INFO("w2: " << line);
+  REQUIRE(got); // BUSY after its 6 s on the code before this fix (w1's 30 s lease was longer)
+  CHECK(w2.request("UNLOCK queued " + got->owner) == "OK");
+}

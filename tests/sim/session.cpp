@@ -112,10 +112,19 @@ void sim_session::push(std::string line, std::uint64_t after_seq) {
   client_.on_push(line);
 }
 
+// Grants decided but not yet written when the connection ends: their keys still hold the
+// masters (until released or expired), which the checkers must know as of a grant written late.
+void sim_session::report_unseen_grants() {
+  for (std::size_t i = 0; i < replies_.size(); ++i)
+    if (replies_[i].grant)
+      client_.on_grant_expired(records_[first_seq_ + i], replies_[i].grant->line);
+}
+
 void sim_session::close() {
   if (closed_)
     return;
   closed_ = true;
+  report_unseen_grants();
   replies_.clear();
   if (used_engine_state_ && daemon_.alive())
     daemon_.engine().client_gone(this);
@@ -125,6 +134,7 @@ void sim_session::daemon_died() {
   if (closed_)
     return;
   closed_ = true;
+  report_unseen_grants();
   replies_.clear();
   client_.on_connection_lost();
 }

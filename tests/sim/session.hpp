@@ -68,6 +68,7 @@ class sim_session final : public reply_sink, public std::enable_shared_from_this
   };
   pending_reply* reply_slot(std::uint64_t seq);
   void write_ready_replies();
+  void report_unseen_grants();
 
   sim_daemon& daemon_;
   client_port& client_;

@@ -70,6 +70,13 @@ class wait_queues {
       f(key, waiting.size());
   }
 
+  // The waiter right behind the head of `key`'s queue, if any.
+  std::optional<waiter> behind_head(const std::string& key) const {
+    const auto it = queues_.find(key);
+    if (it == queues_.end() || it->second.size() < 2)
+      return std::nullopt;
+    return it->second[1];
+  }
   std::optional<waiter> head(const std::string& key) const {
     const auto it = queues_.find(key);
     if (it == queues_.end() || it->second.empty())

@@ -38,14 +38,16 @@ inline std::string_view wait_marker(std::string& buffer, const register_keys& ke
 
 // What a waiter's attempt (acquire_wait, hand_over) tells the master about the wait: the lock's
 // wait marker, the ms the waiter still waits, this daemon's id, the waiter's ticket (its first
-// attempt's proposal: the daemons' heads go in ticket order) and the slack its entry gets past
-// its next try.
+// attempt's proposal: the daemons' heads go in ticket order), the slack its entry gets past
+// its next try, and the ms the next waiter of this daemon's queue still waits (0: none; a grant
+// then keeps this daemon's entry, so that a release through another daemon wakes that waiter).
 struct wait_mark {
   std::string_view marker;
   std::uint64_t wait_ms = 0;
   std::string_view daemon_id;
   std::uint64_t ticket = 0;
   std::uint64_t slack_ms = 0;
+  std::uint64_t next_wait_ms = 0;
 };
 
 // EVALSHA normally; EVAL with the source after a master answered NOSCRIPT (or where a request

@@ -11,7 +11,7 @@
 --
 -- Lua makes every function of a script anew at each call, so the helpers below are made by
 -- marks(), on first use: a call that finds no mark (the uncontended case) never makes them.
-local ms, scan, put, wake
+local ms, scan, put, wake, sleeps_past
 
 local function marks()
   if ms then return end
@@ -90,38 +90,58 @@ local function marks()
     redis.call('set', mark, out, 'PX', last - now)
     redis.pcall('publish', channel, KEYS[1])
   end
+
+  -- Whether another daemon than `id` has a live entry in mark text `m` lasting past `limit`:
+  -- its head sleeps until about then (its entry's until is its next try plus 1 % and the slack).
+  function sleeps_past(m, id, now, limit)
+    for i, _, u in string.gmatch(m, '(%x+) (%d+) (%d+);') do
+      u = tonumber(u)
+      if i ~= id and u > now and u > limit then return true end
+    end
+    return false
+  end
 end
 
 -- acquire_wait's step (KEYS: lock key, fence key, max-TTL key, wait mark; ARGV: owner, ttl ms,
--- proposed token, ms the waiter still waits, daemon id, ticket, slack ms; `t` is TIME). Grants
+-- proposed token, ms the waiter still waits, daemon id, ticket, slack ms, and at ARGV[`behind`]
+-- the ms the daemon's next waiter for the lock still waits, '0' if none; `t` is TIME). Grants
 -- as acquire does unless another daemon's head with an earlier ticket waits here; the grant
--- takes the daemon's entry out. With `releasing`, the lock key is a releasing owner's (a
+-- takes the daemon's entry out, or, when a next waiter stays queued, keeps one for it (ticket:
+-- this grant's proposal, after every head now waiting) so that a release of the lock through
+-- another daemon still wakes it. With `releasing`, the lock key is a releasing owner's (a
 -- hand-over): a grant replaces it, a refusal deletes it. A refusal marks the entry until about
 -- the waiter's next try (the holder's remaining TTL, or the earlier head's entry, plus 1 % and
 -- the slack; never past the waiter's wait). Returns acquire's answer with a fifth field, the
 -- largest ticket of another daemon waiting here ('0' if none): the daemon's next tickets come
 -- after it.
-local function wait_turn(t, releasing)
+local function wait_turn(t, releasing, behind)
+  local next_wait = tonumber(ARGV[behind]) or 0 -- (absent: nobody behind)
   local m = redis.call('get', KEYS[4])
-  if not m then -- nobody marked: the uncontended hand-over or attempt reads nothing more
+  local tried = false
+  if not m and next_wait == 0 then -- nobody marked, nobody behind: the uncontended path
     local granted = grant(t, releasing)
     if granted then
       granted[5] = '0'
       return granted
     end
+    tried = true
   end
   marks()
   local now = ms(t)
   local others, last, mine, first, largest = '', 0, false, nil, '0'
-  if m then
-    others, last, mine, first, largest = scan(m, now, ARGV[5], ARGV[6])
-    if not first then
-      local granted = grant(t, releasing)
-      if granted then
-        if mine then put(KEYS[4], others, last, now) end
-        granted[5] = largest
-        return granted
+  if m then others, last, mine, first, largest = scan(m, now, ARGV[5], ARGV[6]) end
+  if not first and not tried then
+    local granted = grant(t, releasing)
+    if granted then
+      if next_wait > 0 then
+        local ttl = tonumber(ARGV[2])
+        local untl = now + math.min(ttl + math.floor(ttl / 100) + tonumber(ARGV[7]), next_wait)
+        put(KEYS[4], others, last, now, ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. untl .. ';', untl)
+      elseif mine then
+        put(KEYS[4], others, last, now)
       end
+      granted[5] = largest
+      return granted
     end
   end
   if releasing then redis.call('del', KEYS[1]) end

@@ -38,18 +38,18 @@ TEST_CASE("an UNLOCK hands over only its own lease to a waiting head of an undel
   CHECK_FALSE(hand_over_applies({true, true, true, true}));   // lock-delayed
 }
 
-TEST_CASE("the hand_over call carries acquire_wait's arguments, the releasing owner and the wake "
-          "channel",
+TEST_CASE("the hand_over call carries acquire_wait's arguments, the releasing owner, the wake "
+          "channel and the next waiter's wait",
           "[handover]") {
   const register_keys keys("redlockd:fence");
   std::string out;
   append_hand_over(out, script_by::sha, "k", keys, "new-owner", 3000, 42,
-                   {"redlockd:fence:waiting:k", 900, "d1", 17, 200}, "old-owner");
+                   {"redlockd:fence:waiting:k", 900, "d1", 17, 200, 700}, "old-owner");
   std::string expected;
   append_command(expected,
                  {"EVALSHA", script_sha(script::hand_over), "4", "k", "redlockd:fence",
                   "redlockd:fence:max_ttl", "redlockd:fence:waiting:k", "new-owner", "3000", "42",
-                  "900", "d1", "17", "200", "old-owner", "redlockd:fence:wake"});
+                  "900", "d1", "17", "200", "old-owner", "redlockd:fence:wake", "700"});
   CHECK(out == expected);
   out.clear();
   append_hand_over(out, script_by::source, "k", keys, "new-owner", 3000, 42,

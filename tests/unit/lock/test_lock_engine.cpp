@@ -662,7 +662,7 @@ TEST_CASE("a NOSCRIPT after the UNLOCK was answered sends the release again by s
   REQUIRE(resent.size() == 1);
   CHECK(resent[0].node == 4);
   CHECK(
-      resent[0].bytes.starts_with(with_waiter ? "*16\r\n$4\r\nEVAL\r\n" : "*10\r\n$4\r\nEVAL\r\n"));
+      resent[0].bytes.starts_with(with_waiter ? "*17\r\n$4\r\nEVAL\r\n" : "*10\r\n$4\r\nEVAL\r\n"));
   CHECK(resent[0].bytes.find(owner_in(a->lines[0])) != std::string::npos);
 }
 
@@ -1665,9 +1665,10 @@ TEST_CASE("a waiter marks with its first attempt's proposal as its ticket, and t
   auto b = std::make_shared<captured_replies>();
   f.engine.lock(waiting_lock("r", 10000, 8000), a, 0);
   const auto first = args_of(f.nodes.of(request_kind::acquire).back().bytes);
-  REQUIRE(first.size() == 14);
+  REQUIRE(first.size() == 15);
   CHECK(first[12] == first[9]); // the ticket is the first attempt's proposal
   CHECK(std::stoull(first[13]) == 2 * f.cfg.node_timeout_ms + 100); // the slack
+  CHECK(first[14] == "0");                                          // nobody behind it
   f.answer_all(request_kind::acquire, refused(300), 3);
   f.engine.lock(waiting_lock("r", 10000, 8000), b, 0); // queued behind a
   f.nodes.sent.clear();
@@ -1675,6 +1676,9 @@ TEST_CASE("a waiter marks with its first attempt's proposal as its ticket, and t
   const auto second = args_of(f.nodes.of(request_kind::acquire).back().bytes);
   CHECK(second[9] != first[9]);   // a fresh proposal,
   CHECK(second[12] == first[12]); // the same ticket for the whole wait
+  // b waits behind it: a grant keeps the daemon's entry for b for as long as b still waits.
+  CHECK(std::stoull(second[14]) > 0);
+  CHECK(std::stoull(second[14]) <= 8000);
   f.answer_all(request_kind::acquire, refused(9000), 3);
   // a leaves: b is still here, the mark stays.
   f.nodes.sent.clear();
@@ -1730,7 +1734,7 @@ TEST_CASE("releases carry the lock's wait marker, the wake channel and the daemo
   f.answer_all(request_kind::acquire, granted(0), 3);
   f.engine.lock(waiting_lock("r", 10000, 5000), waiter, 0);
   const auto attempt = args_of(f.nodes.of(request_kind::acquire).back().bytes);
-  REQUIRE(attempt.size() == 14);
+  REQUIRE(attempt.size() == 15);
   f.answer_all(request_kind::acquire, refused(9000), 3);
   f.engine.client_gone(waiter.get()); // no hand-over: the UNLOCK releases
   f.engine.unlock(unlock_request{"r", owner_in(f.client->lines[0])}, f.client, 1);

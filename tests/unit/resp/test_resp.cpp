@@ -192,8 +192,8 @@ TEST_CASE("commands are the very bytes hiredis' formatter writes", "[resp]") {
     CHECK(out == "before" + expected);
   }
   std::string out;
-  // More than the longest call (hand_over: 16) is a programming error.
+  // More than the longest call (hand_over: 17) is a programming error.
   CHECK_THROWS_AS(append_command(out, {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11",
-                                       "12", "13", "14", "15", "16", "17"}),
+                                       "12", "13", "14", "15", "16", "17", "18"}),
                   std::logic_error);
 }

@@ -74,7 +74,7 @@ TEST_CASE("script calls carry their keys and arguments, by SHA or by source", "[
   append_command(expected,
                  {"EVALSHA", script_sha(script::acquire_wait), "4", "lock:r", "redlockd:fence",
                   "redlockd:fence:max_ttl", "redlockd:fence:waiting:lock:r", "o1", "5000", "42",
-                  "1", "d1", "17", "200"});
+                  "1", "d1", "17", "200", "0"});
   CHECK(waiting == expected); // a wait of 0 ms left still marks for 1 ms (PX 0 is an error)
 
   std::string extend;
