@@ -186,8 +186,16 @@ TEST_CASE("every INFO counter is exported in /metrics, with the same value",
   const auto grant = parse_lock_ok(holder.request("LOCK c 10000"));
   REQUIRE(grant);
   CHECK(starts_with(holder.request("LOCK c 10000"), "BUSY"));
+  // The UNLOCK hands over only to a waiter between attempts: wait until the waiter's first
+  // attempt has been decided (one more round in the histogram), not only until it is queued.
+  const auto rounds = [&] {
+    return parse_exposition(http_get(env.metrics_port, "/metrics").body)
+        .at("redlockd_acquire_round_duration_seconds_count");
+  };
+  const double rounds_before = rounds();
   waiter.send("LOCK c 10000 WAIT 10000\n");
   REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }));
+  REQUIRE(eventually([&] { return rounds() == rounds_before + 1; }));
   CHECK(holder.request("UNLOCK c " + grant->owner) == "OK");
   const auto handed = parse_lock_ok(waiter.read_line());
   REQUIRE(handed);
