@@ -31,7 +31,7 @@ lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog:
     : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)), node_count_(cfg.nodes.size()),
       keys_(cfg.fence_key), owners_(random), daemon_id_(view(owners_.next()).substr(0, 16)),
       mark_slack_ms_(2 * std::uint64_t{cfg.node_timeout_ms} + 100),
-      health_(cfg, io, *log_, now_, fences_, counters_, keys_,
+      health_(cfg, io, *log_, now_, fences_, counters_, keys_, daemon_id_,
               [this](clock_type::time_point when, std::uint32_t node, std::uint64_t stamp) {
                 add_deadline(when, node, stamp, timer_kind::node);
               }),
@@ -158,7 +158,11 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
     return;
   case request_kind::seed:
     if (tag.op < node_count_)
-      health_.on_seed_reply(node, tag, std::get_if<error_reply>(&reply));
+      health_.on_seed_reply(node, tag, reply);
+    return;
+  case request_kind::quarantine_mark:
+    if (tag.op < node_count_)
+      health_.on_mark_reply(node, tag, reply);
     return;
   default:
     break;
@@ -208,6 +212,8 @@ void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
   case request_kind::seed:
     health_.on_seed_lost(tag);
     return;
+  case request_kind::quarantine_mark:
+    return; // set again at the reconnection (judge)
   default:
     break;
   }

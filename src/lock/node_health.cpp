@@ -10,9 +10,11 @@ namespace redlockd {
 
 node_health::node_health(const config& cfg, node_io& io, spdlog::logger& log,
                          const now_function& now, fence_register& fences, engine_counters& counters,
-                         const register_keys& keys, deadline_function add_deadline)
+                         const register_keys& keys, std::string_view daemon_id,
+                         deadline_function add_deadline)
     : cfg_(cfg), io_(io), log_(log), now_(now), fences_(fences), counters_(counters), keys_(keys),
-      add_deadline_(std::move(add_deadline)), node_count_(cfg.nodes.size()) {}
+      add_deadline_(std::move(add_deadline)), node_count_(cfg.nodes.size()),
+      mark_key_(keys.fence + ":quarantine:" + std::string(daemon_id)) {}
 
 void node_health::on_connected(std::size_t node, const node_facts& facts) {
   node_record& h = nodes_[node];
@@ -88,8 +90,8 @@ void node_health::judge(std::size_t node, const node_facts& facts) {
   }
   if (h.state == trust::unknown)
     h.state = trust::trusted;
-  else if (h.state == trust::reseeding && h.read_done)
-    send_seed(node); // the seed sent on the lost connection may not have landed
+  else if (judged)
+    send_mark(node); // its answer sends the seed again if one was lost with the connection
 }
 
 void node_health::key_lost(std::size_t node) {
@@ -111,6 +113,8 @@ void node_health::quarantine(std::size_t node, quarantine_reason reason,
   // Every lock it may have lost lives at most the longest TTL past the latest loss.
   const bool fresh = h.state == trust::trusted || h.state == trust::unknown;
   h.lost_since = fresh ? since : std::max(h.lost_since, since);
+  if (fresh)
+    h.marked = false;
   h.state = trust::quarantined;
   h.reason = reason;
   // What this daemon knows now; the fleet read may make it longer, never shorter.
@@ -119,7 +123,55 @@ void node_health::quarantine(std::size_t node, quarantine_reason reason,
   log_.warn("node {} quarantined: its votes do not count until every lock it may have lost has "
             "expired (at least {} ms; the longest TTL is read from a majority of the others)",
             cfg_.nodes[node].to_string(), ms_until(now_(), h.quarantined_until));
+  send_mark(node);
   start_fleet_read(node);
+}
+
+void node_health::send_mark(std::size_t node) {
+  // By source, like the seed. It outlives the quarantine comfortably; should it expire first,
+  // the seed finds it gone and the quarantine only starts over.
+  if (!io_.usable(node))
+    return; // set at the reconnection (judge)
+  command_.clear();
+  append_quarantine_mark(command_, keys_, mark_key_, 2 * max_ttl_ + 60'000);
+  io_.send(node,
+           request_tag{request_kind::quarantine_mark, static_cast<std::uint32_t>(node),
+                       nodes_[node].read_generation},
+           command_);
+}
+
+void node_health::on_mark_reply(std::size_t node, const request_tag& tag,
+                                const script_reply& reply) {
+  node_record& h = nodes_[node];
+  if (tag.op != node || (h.state != trust::quarantined && h.state != trust::reseeding))
+    return;
+  const auto* answer = std::get_if<seed_reply>(&reply);
+  if (answer == nullptr || !answer->result) { // an error: set it again a little later
+    add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
+    return;
+  }
+  if (*answer->result == 1 && h.marked) {
+    maybe_seed(node); // still there: nothing lost since it was set (a reconnection)
+    return;
+  }
+  if (h.marked) {
+    ++counters_.key_losses;
+    log_.warn("node {} lost data again during its quarantine (its quarantine mark is gone)",
+              cfg_.nodes[node].to_string());
+  }
+  const bool lost_again = h.marked;
+  h.marked = true; // (this very call set it again)
+  if (lost_again) {
+    quarantine(node, h.reason, now_()); // a seed in flight is then ignored (a new generation)
+    return;
+  }
+  // Locks lost before the mark was set live at most the longest TTL more.
+  h.lost_since = std::max(h.lost_since, now_());
+  h.quarantined_until = std::max(
+      h.quarantined_until, h.lost_since + std::chrono::milliseconds(max_ttl_) + drift_of_max_ttl());
+  if (h.read_done && now_() < h.quarantined_until)
+    add_deadline_(h.quarantined_until, static_cast<std::uint32_t>(node), h.read_generation);
+  maybe_seed(node);
 }
 
 clock_type::time_point node_health::retry_at() const {
@@ -184,9 +236,19 @@ void node_health::fleet_read_done(std::size_t node) {
       add_deadline_(h.quarantined_until, static_cast<std::uint32_t>(node), h.read_generation);
       return;
     }
-    h.state = trust::reseeding;
   }
-  if (h.state == trust::reseeding)
+  maybe_seed(node);
+}
+
+void node_health::maybe_seed(std::size_t node) {
+  // Only once the mark is set: the seed checks it, and a mark set after the seed would prove
+  // nothing about the time in between.
+  node_record& h = nodes_[node];
+  if (!h.read_done || !h.marked)
+    return;
+  if (h.state == trust::quarantined && now_() >= h.quarantined_until)
+    h.state = trust::reseeding;
+  if (h.state == trust::reseeding && !h.seed_in_flight)
     send_seed(node);
 }
 
@@ -194,7 +256,7 @@ void node_health::send_seed(std::size_t node) {
   // By source: a seed must not be lost to NOSCRIPT. It lands before any vote on the connection.
   node_record& h = nodes_[node];
   command_.clear();
-  append_seed(command_, keys_, fences_.high_water(), max_ttl_);
+  append_seed(command_, keys_, mark_key_, fences_.high_water(), max_ttl_);
   io_.send(node,
            request_tag{request_kind::seed, static_cast<std::uint32_t>(node), h.read_generation},
            command_);
@@ -202,14 +264,30 @@ void node_health::send_seed(std::size_t node) {
 }
 
 void node_health::on_seed_reply(std::size_t node, const request_tag& tag,
-                                const error_reply* error) {
+                                const script_reply& reply) {
   node_record& h = nodes_[node];
   if (tag.op != node || h.read_generation != tag.generation || h.state != trust::reseeding)
     return;
   h.seed_in_flight = false;
-  if (error != nullptr) {
+  if (const auto* error = std::get_if<error_reply>(&reply)) {
     log_.warn("node {}: re-seeding failed: {}; trying again", cfg_.nodes[node].to_string(),
               error->text);
+    add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
+    return;
+  }
+  const auto* answer = std::get_if<seed_reply>(&reply);
+  if (answer != nullptr && answer->result == 0) {
+    // The mark set when the quarantine started is gone: the node lost its data again since.
+    ++counters_.key_losses;
+    log_.warn("node {} lost data again during its quarantine (its quarantine mark is gone): "
+              "quarantined again",
+              cfg_.nodes[node].to_string());
+    h.state = trust::quarantined;
+    h.marked = false;
+    quarantine(node, h.reason, now_());
+    return;
+  }
+  if (answer == nullptr || !answer->result) {
     add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
     return;
   }
@@ -230,12 +308,10 @@ void node_health::on_timer(std::size_t node) {
     start_fleet_read(node); // no majority answered in time: ask again
     return;
   }
-  if (h.state == trust::quarantined && now_() >= h.quarantined_until) {
-    h.state = trust::reseeding;
-    send_seed(node);
-  } else if (h.state == trust::reseeding && !h.seed_in_flight) {
-    send_seed(node); // the last one was refused
-  }
+  const bool judged = h.state == trust::quarantined || h.state == trust::reseeding;
+  if (judged && !h.marked)
+    send_mark(node); // the last one was not answered, or with an error
+  maybe_seed(node);  // the quarantine is over, or the last seed was refused
 }
 
 std::int64_t node_health::clock_jump_bound_us() const {

@@ -164,10 +164,16 @@ void append_hand_over(std::string& out, script_by by, std::string_view key,
                        keys.wake, decimal(mark.next_wait_ms).view()});
 }
 
-void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
-                 std::uint64_t max_ttl_ms) {
-  append_command(out, {"EVAL", script_source(script::seed), "2", keys.fence, keys.max_ttl,
-                       decimal(fence).view(), decimal(max_ttl_ms).view()});
+void append_quarantine_mark(std::string& out, const register_keys& keys, std::string_view mark,
+                            std::uint64_t mark_ms) {
+  append_command(out, {"EVAL", script_source(script::seed), "3", keys.fence, keys.max_ttl, mark,
+                       "0", "0", "mark", decimal(std::max<std::uint64_t>(mark_ms, 1)).view()});
+}
+
+void append_seed(std::string& out, const register_keys& keys, std::string_view mark,
+                 std::uint64_t fence, std::uint64_t max_ttl_ms) {
+  append_command(out, {"EVAL", script_source(script::seed), "3", keys.fence, keys.max_ttl, mark,
+                       decimal(fence).view(), decimal(max_ttl_ms).view(), "seed", "0"});
 }
 
 void append_register_read(std::string& out, const register_keys& keys) {
@@ -211,7 +217,8 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   case request_kind::fleet_read:
     return decode_registers(reply);
   case request_kind::seed:
-    return seed_reply{};
+  case request_kind::quarantine_mark:
+    return seed_reply{as_integer(reply)};
   case request_kind::status:
     if (array_size(reply) == 2)
       return pttl_reply{as_integer(array_at(reply, 0)), std::string(as_string(array_at(reply, 1)))};

@@ -172,3 +172,33 @@ TEST_CASE("FLUSHALL under a KEEP lock quarantines that master when the lock's co
   CHECK(env.daemon.info().at("counters").at("key_losses") == 1);
   CHECK(nodes_holding(env.fleet, "kept-long", owner).empty());
 }
+
+// Found by the simulator (issue 22, seed 10692): a master that lost its data again while
+// quarantined (after another daemon had re-seeded it, say) showed no sign of it once this
+// daemon's own quarantine ended, and was re-seeded and trusted while locks it had just lost were
+// still valid. The mark this daemon sets when the quarantine starts must still be there at the
+// seed.
+TEST_CASE("a master that loses its data again during its quarantine is quarantined again, not "
+          "re-seeded",
+          "[integration][quarantine]") {
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  const auto grant = parse_lock_ok(holder.request("LOCK ledger 1500"));
+  REQUIRE(grant);
+  REQUIRE(eventually([&] { return nodes_holding(env.fleet, "ledger", grant->owner).size() == 5; }));
+  env.fleet.run(1, "FLUSHALL");
+  CHECK(holder.request("UNLOCK ledger " + grant->owner) == "OK");
+  REQUIRE(eventually(
+      [&] { return node_state(env.daemon.info(), env.fleet.address(1)) == "quarantined:keyloss"; },
+      3s));
+  // The daemon's quarantine mark is the only key there (set when the quarantine started).
+  CHECK(eventually([&] { return env.fleet.keys(1).size() == 1; }));
+  // Another daemon's seed brings the fence key back; then the master loses its data again.
+  env.fleet.run(1, "SET", "redlockd:fence", "1000000");
+  env.fleet.run(1, "FLUSHALL");
+  REQUIRE(
+      eventually([&] { return node_state(env.daemon.info(), env.fleet.address(1)) == "ok"; }, 15s));
+  // It votes again only after a quarantine counted from when the second loss was seen.
+  CHECK(env.daemon.info().at("counters").at("key_losses") == 2);
+  CHECK(env.fleet.keys(1) == std::vector<std::string>{"redlockd:fence", "redlockd:fence:max_ttl"});
+}

@@ -1,6 +1,8 @@
 // Which masters' votes count. A master that may have lost locks (a restart, a lost key, a
 // forward clock jump) is quarantined for the longest TTL a majority of the other masters
-// recorded, then re-seeded with their largest fence before it votes again; no master votes until
+// recorded, then re-seeded with their largest fence before it votes again; a mark this daemon
+// sets on it when the quarantine starts must still be there then, or it lost data again during
+// the quarantine and the quarantine starts over; no master votes until
 // a majority of masters that kept their data has been read. Every decision here uses what a
 // majority of the masters holds, never only what this daemon saw. No I/O: requests go out
 // through node_io, deadlines through the callback.
@@ -47,7 +49,7 @@ class node_health {
 
   node_health(const config& cfg, node_io& io, spdlog::logger& log, const now_function& now,
               fence_register& fences, engine_counters& counters, const register_keys& keys,
-              deadline_function add_deadline);
+              std::string_view daemon_id, deadline_function add_deadline);
 
   // A master connected (see lock_engine::on_node_connected).
   void on_connected(std::size_t node, const node_facts& facts);
@@ -59,7 +61,8 @@ class node_health {
   // Answers to the fleet read for `tag.op` (nullptr: an error or a lost connection), and to the
   // seed sent to `node`.
   void on_register_read(std::size_t answering, const request_tag& tag, const register_reply* reply);
-  void on_seed_reply(std::size_t node, const request_tag& tag, const error_reply* error);
+  void on_seed_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
+  void on_mark_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
   void on_seed_lost(const request_tag& tag);
   void on_timer(std::size_t node);
   bool timer_stale(std::size_t node, std::uint64_t stamp) const {
@@ -100,6 +103,7 @@ class node_health {
     std::uint64_t read_fence = 0;
     std::uint64_t read_max_ttl = 0;
     bool seed_in_flight = false;
+    bool marked = false;              // this quarantine's mark was set on the node (an answer came)
     std::optional<time_sample> clock; // the last TIME sample
   };
 
@@ -111,6 +115,8 @@ class node_health {
   void start_fleet_read(std::size_t node);
   void fleet_read_done(std::size_t node);
   void send_seed(std::size_t node);
+  void send_mark(std::size_t node);
+  void maybe_seed(std::size_t node);
   std::int64_t clock_jump_bound_us() const;
   std::chrono::microseconds drift_of_max_ttl() const;
   clock_type::time_point retry_at() const; // when an unanswered read or a failed seed goes again
@@ -129,6 +135,7 @@ class node_health {
   std::uint64_t max_ttl_ = 0;
   std::uint64_t min_ttl_ = 0; // shortest TTL granted here; 0: none yet
   std::string command_;
+  std::string mark_key_; // fence_key + ":quarantine:" + this daemon's id
 };
 
 } // namespace redlockd

@@ -18,11 +18,12 @@ enum class request_kind : std::uint8_t {
   release,
   extend,
   fence_bump,
-  hand_over,  // an UNLOCK's lock handed to the head waiter; op: the UNLOCK's operation
-  fleet_read, // MGET of the fence and longest-TTL registers; op: the node being judged
-  seed,       // raises a re-admitted node's registers; op: that node
-  cleanup,    // a release nobody waits for; op: its entry in the engine's cleanup table
-  unmark,     // a daemon's entry taken out of a wait marker; nobody waits for the answer
+  hand_over,       // an UNLOCK's lock handed to the head waiter; op: the UNLOCK's operation
+  fleet_read,      // MGET of the fence and longest-TTL registers; op: the node being judged
+  seed,            // raises a re-admitted node's registers; op: that node
+  quarantine_mark, // sets this daemon's mark on a quarantined node (seed.lua); op: that node
+  cleanup,         // a release nobody waits for; op: its entry in the engine's cleanup table
+  unmark,          // a daemon's entry taken out of a wait marker; nobody waits for the answer
   // Sent by the status reader (STATUS): a plain PTTL.
   status,
   // Sent by the lock operator (lock_operator.hpp): BREAK's deletion, one step of LIST's SCAN.

@@ -79,8 +79,12 @@ void append_hand_over(std::string& out, script_by by, std::string_view key,
                       const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
                       std::uint64_t proposal, const wait_mark& mark,
                       std::string_view releasing_owner);
-void append_seed(std::string& out, const register_keys& keys, std::uint64_t fence,
-                 std::uint64_t max_ttl_ms);                             // always by source
+// A quarantined master's two steps (seed.lua, always by source): `mark` is this daemon's
+// quarantine mark key; the mark lives `mark_ms`.
+void append_quarantine_mark(std::string& out, const register_keys& keys, std::string_view mark,
+                            std::uint64_t mark_ms);
+void append_seed(std::string& out, const register_keys& keys, std::string_view mark,
+                 std::uint64_t fence, std::uint64_t max_ttl_ms);
 void append_register_read(std::string& out, const register_keys& keys); // MGET of both
 // STATUS: the PTTL and label of lock `key`.
 void append_status_read(std::string& out, script_by by, std::string_view key);
@@ -147,8 +151,10 @@ struct register_reply {
   std::uint64_t max_ttl_ms = 0;
 };
 
-// seed: any non-error answer means the registers were raised.
-struct seed_reply {};
+// seed.lua: 'mark': 1 the mark was there, 0 it was not; 'seed': 1 seeded, 0 the mark was gone.
+struct seed_reply {
+  std::optional<std::int64_t> result;
+};
 
 // STATUS's read (outside the engine): ms left, -1 no TTL, -2 no key; and the hold's label
 // ("" if none). A plain PTTL's integer reply decodes too, without a label.

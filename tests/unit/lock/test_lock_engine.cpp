@@ -1143,6 +1143,11 @@ TEST_CASE("a master with a new run_id is quarantined for the fleet's longest TTL
     CHECK(c.node != 1);
     CHECK(c.tag.op == 1);
   }
+  // Its quarantine mark is set on it at once (seed.lua's 'mark' step); the seed checks it.
+  const auto marks = f.nodes.of(request_kind::quarantine_mark);
+  REQUIRE(marks.size() == 1);
+  CHECK(marks[0].node == 1);
+  f.engine.on_reply(1, marks[0].tag, decode(marks[0].tag, *resp(":0\r\n")));
   f.answer(0, request_kind::fleet_read, fleet_facts(900, 7'200'000));
   f.answer(2, request_kind::fleet_read, fleet_facts(40, 1000));
   f.answer(3, request_kind::fleet_read, fleet_facts(41, 1000));
@@ -1187,6 +1192,59 @@ TEST_CASE("a master with a new run_id is quarantined for the fleet's longest TTL
   f.nodes.sent.clear();
   f.engine.lock(lock_of("t", 10000), f.client, 4);
   CHECK(f.nodes.of(request_kind::acquire).size() == 5);
+}
+
+TEST_CASE("a master that lost its data again during its quarantine is quarantined again, "
+          "whether the seed or a reconnection finds its quarantine mark gone",
+          "[engine][quarantine]") {
+  fixture f;
+  f.connect(1, "a-new-run-id", 50, std::nullopt, 0);
+  const auto answer_mark = [&](const char* text) {
+    const auto marks = f.nodes.of(request_kind::quarantine_mark);
+    REQUIRE_FALSE(marks.empty());
+    f.engine.on_reply(1, marks.back().tag, decode(marks.back().tag, *resp(text)));
+  };
+  answer_mark(":0\r\n");             // set for the first time
+  const auto past_quarantine = [&] { // the longest TTL, its drift allowance and some
+    return std::chrono::milliseconds(f.engine.max_ttl_granted() * 105 / 100 + 1000);
+  };
+  for (const std::size_t node : {0, 2, 3})
+    f.answer(node, request_kind::fleet_read, fleet_facts(40, 1000));
+  const auto losses = f.engine.counters().key_losses;
+
+  // The seed finds the mark gone: the master lost data again since the quarantine started.
+  f.nodes.sent.clear();
+  f.advance(past_quarantine());
+  auto seeds = f.nodes.of(request_kind::seed);
+  REQUIRE(seeds.size() == 1);
+  f.engine.on_reply(1, seeds[0].tag, decode(seeds[0].tag, *resp(":0\r\n")));
+  CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::restart);
+  CHECK(f.engine.status_of(1).remaining_ms >= 1000);
+  CHECK(f.engine.counters().key_losses == losses + 1);
+  answer_mark(":0\r\n"); // a fresh mark: a first set is no loss
+  CHECK(f.engine.counters().key_losses == losses + 1);
+  for (const std::size_t node : {0, 2, 3})
+    f.answer(node, request_kind::fleet_read, fleet_facts(40, 1000));
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 4); // it does not vote
+
+  // A reconnection finds that mark gone too.
+  f.nodes.sent.clear();
+  f.connect(1, "a-new-run-id", 5000, 7);
+  answer_mark(":0\r\n");
+  CHECK(f.engine.counters().key_losses == losses + 2);
+  CHECK(f.engine.status_of(1).remaining_ms >= 1000);
+  // And when it is there at the seed, the master votes again.
+  answer_mark(":1\r\n");
+  for (const std::size_t node : {0, 2, 3})
+    f.answer(node, request_kind::fleet_read, fleet_facts(40, 1000));
+  f.nodes.sent.clear();
+  f.advance(past_quarantine());
+  seeds = f.nodes.of(request_kind::seed);
+  REQUIRE(seeds.size() == 1);
+  f.engine.on_reply(1, seeds[0].tag, decode(seeds[0].tag, *resp(":1\r\n")));
+  CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
 }
 
 TEST_CASE("a master without a fence counter on a fleet that has one counts as restarted",

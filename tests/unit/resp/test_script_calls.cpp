@@ -85,11 +85,19 @@ TEST_CASE("script calls carry their keys and arguments, by SHA or by source", "[
   CHECK(extend == expected);
 
   std::string seed;
-  append_seed(seed, keys, 18446744073709551615ull, 30000);
+  append_seed(seed, keys, "redlockd:fence:quarantine:d1", 18446744073709551615ull, 30000);
   expected.clear();
-  append_command(expected, {"EVAL", script_source(script::seed), "2", "redlockd:fence",
-                            "redlockd:fence:max_ttl", "18446744073709551615", "30000"});
+  append_command(expected, {"EVAL", script_source(script::seed), "3", "redlockd:fence",
+                            "redlockd:fence:max_ttl", "redlockd:fence:quarantine:d1",
+                            "18446744073709551615", "30000", "seed", "0"});
   CHECK(seed == expected);
+  std::string mark;
+  append_quarantine_mark(mark, keys, "redlockd:fence:quarantine:d1", 70000);
+  expected.clear();
+  append_command(expected, {"EVAL", script_source(script::seed), "3", "redlockd:fence",
+                            "redlockd:fence:max_ttl", "redlockd:fence:quarantine:d1", "0", "0",
+                            "mark", "70000"});
+  CHECK(mark == expected);
 
   std::string read;
   append_register_read(read, keys);
@@ -153,7 +161,8 @@ TEST_CASE("release, extend, fence bump and register replies decode", "[script_ca
   CHECK(registers.max_ttl_ms == 0u); // a missing record reads as 0
   CHECK_FALSE(std::get<register_reply>(decode(request_kind::fleet_read, "*1\r\n$2\r\n12\r\n")).ok);
 
-  CHECK(std::holds_alternative<seed_reply>(decode(request_kind::seed, ":1\r\n")));
+  CHECK(std::get<seed_reply>(decode(request_kind::seed, ":1\r\n")).result == 1);
+  CHECK(std::get<seed_reply>(decode(request_kind::quarantine_mark, ":0\r\n")).result == 0);
   CHECK(std::get<pttl_reply>(decode(request_kind::status, ":1500\r\n")).ms == 1500);
   CHECK(std::get<pttl_reply>(decode(request_kind::status, ":-2\r\n")).ms == -2);
 }
