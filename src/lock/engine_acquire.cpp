@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <bit>
+
 namespace redlockd {
 namespace {
 
@@ -51,6 +53,7 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.fence = fence_round(fences_.propose());
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
+  op.lock.took = 0;
   if (op.lock.queued && op.lock.ticket == 0)
     op.lock.ticket = op.lock.fence.proposed();
   op.lock.retry_stamp = 0; // a retry still pending would be one attempt too many
@@ -136,11 +139,17 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   // The others may hold it (a grant, or an answer that never came). After a fencing round the
   // tally is that round's: everywhere.
   const std::uint32_t refused = op.phase == op_phase::voting ? op.tally.mask_of(vote::no) : 0;
-  // publish-on-cleanup (the simulator's weakened variant only, config::weakened) releases it as
-  // a lock, which wakes other daemons' waiters.
+  // An attempt that set its key on a majority (too late, or beaten by a fence) refused others
+  // as a holder does: its release wakes them as a holder's would (found by the simulator: a
+  // waiter slept that key's whole TTL). One on a minority never does: waking waiters for it is
+  // the busy loop of issue 21. publish-on-cleanup (the simulator's weakened variant only,
+  // config::weakened) releases every attempt as a lock.
+  const bool held_majority =
+      static_cast<std::size_t>(std::popcount(op.lock.took)) >= quorum(node_count_);
   cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
-                       cfg_.weakened.publish_on_cleanup ? released::lock : released::attempt, {},
-                       refused);
+                       cfg_.weakened.publish_on_cleanup || held_majority ? released::lock
+                                                                         : released::attempt,
+                       {}, refused);
   const bool busy = line.starts_with("BUSY");
   const clock_type::time_point now = now_();
   if (op.lock.queued && op.sink && now < op.lock.wait_until) {

@@ -32,6 +32,8 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_
   } else if (const auto* acquire = std::get_if<acquire_reply>(&reply)) {
     if (clock_ok(node, acquire->time, op)) {
       const bool granted = acquire->complete && acquire->status == 1;
+      if (granted)
+        op.lock.took |= node_bit(node);
       const acquire_vote counted = count_acquire(*acquire, fences_, op.lock.fence, op.lock.retry_ms,
                                                  granted ? validity_now(op) : 0);
       if (counted.bad_fence)

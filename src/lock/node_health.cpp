@@ -128,10 +128,10 @@ void node_health::quarantine(std::size_t node, quarantine_reason reason,
 }
 
 void node_health::send_mark(std::size_t node) {
-  // By source, like the seed. It outlives the quarantine comfortably; should it expire first,
-  // the seed finds it gone and the quarantine only starts over.
-  if (!io_.usable(node))
-    return; // set at the reconnection (judge)
+  // By source, like the seed (and, like it, also during a connection's handshake: it goes out
+  // before any vote). It outlives the quarantine comfortably; should it expire first, the seed
+  // finds it gone and the quarantine only starts over. Lost with a connection: set again at the
+  // reconnection (judge), or at the next timer.
   command_.clear();
   append_quarantine_mark(command_, keys_, mark_key_, 2 * max_ttl_ + 60'000);
   io_.send(node,
@@ -242,10 +242,14 @@ void node_health::fleet_read_done(std::size_t node) {
 
 void node_health::maybe_seed(std::size_t node) {
   // Only once the mark is set: the seed checks it, and a mark set after the seed would prove
-  // nothing about the time in between.
+  // nothing about the time in between. (Its answer comes back here; the timer asks again.)
   node_record& h = nodes_[node];
-  if (!h.read_done || !h.marked)
+  if (!h.read_done)
     return;
+  if (!h.marked) {
+    add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
+    return;
+  }
   if (h.state == trust::quarantined && now_() >= h.quarantined_until)
     h.state = trust::reseeding;
   if (h.state == trust::reseeding && !h.seed_in_flight)
@@ -304,14 +308,14 @@ void node_health::on_seed_lost(const request_tag& tag) {
 
 void node_health::on_timer(std::size_t node) {
   node_record& h = nodes_[node];
+  const bool judged = h.state == trust::quarantined || h.state == trust::reseeding;
+  if (judged && !h.marked)
+    send_mark(node); // not answered yet, or answered with an error
   if (!h.read_done) {
     start_fleet_read(node); // no majority answered in time: ask again
     return;
   }
-  const bool judged = h.state == trust::quarantined || h.state == trust::reseeding;
-  if (judged && !h.marked)
-    send_mark(node); // the last one was not answered, or with an error
-  maybe_seed(node);  // the quarantine is over, or the last seed was refused
+  maybe_seed(node); // the quarantine is over, or the last seed was refused
 }
 
 std::int64_t node_health::clock_jump_bound_us() const {

@@ -445,6 +445,9 @@ TEST_CASE("issue 11 suspected - the record of the longest TTL survives a rolling
   options.extra = extra;
   options.min_ok_nodes = 0; // young masters may be quarantined
   auto d1 = std::make_unique<daemon_process>(options);
+  // (min_ok_nodes 0 lets the daemon start before its masters are connected: wait for them here.)
+  REQUIRE(eventually([&] { return count_nodes_in_state(d1->info(), fleet.addresses(), "ok") == 5; },
+                     10s));
   line_client c1(d1->port());
   const lock_grant first = must_lock(c1, "LOCK longest 4000");
   REQUIRE(c1.request("UNLOCK longest " + first.owner) == "OK");

@@ -58,9 +58,12 @@ struct acquisition {
   fence_round fence;
   unsigned fence_rounds = 0;
   std::uint64_t retry_ms = 0; // smallest remaining TTL among refusals, 0 = unknown
-  bool queued = false;        // LOCK ... WAIT: in the resource's queue, gives up at wait_until
-  bool keep = false;          // KEEP: counts against its connection's limit
-  bool keep_started = false;  // the KEEP lock exists; it owns that count now
+  // Masters whose acquire set this attempt's key (granted, in time or not): when they are a
+  // majority and the attempt still fails, it held the lock for a moment as a holder does.
+  std::uint32_t took = 0;
+  bool queued = false;       // LOCK ... WAIT: in the resource's queue, gives up at wait_until
+  bool keep = false;         // KEEP: counts against its connection's limit
+  bool keep_started = false; // the KEEP lock exists; it owns that count now
   clock_type::time_point wait_until{};
   // A queued LOCK's next attempt: the stamp of its wait_retry deadline (0: none pending) and
   // when it is due. A new attempt, or an earlier retry, makes the pending one stale.
