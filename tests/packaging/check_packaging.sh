@@ -435,10 +435,10 @@ if [ -n "$binary" ]; then
     "$binary" --check-config --config "$root/docker/redlockd.json"
   check "redlockd --check-config accepts config/redlockd.json" \
     "$binary" --check-config --config "$root/config/redlockd.json"
-elif [ -n "$build" ] && [ "${REDLOCKD_TEST_ALLOW_SKIP:-}" != 1 ]; then
+elif [ -n "$build" ]; then
   # A build directory without its daemon: ctest ran this before the build finished. Not a pass.
   echo "FAIL redlockd --check-config accepts the shipped configs: no redlockd in $build" \
-    "(REDLOCKD_TEST_ALLOW_SKIP=1 lets this skip)"
+    "(run it after the build)"
   failed=$((failed + 1))
 else
   skip "redlockd --check-config accepts docker/redlockd.json and config/redlockd.json" "no binary given"

@@ -25,12 +25,8 @@ std::size_t harness_problems();
 // "runtime error:", at most `max_bytes` of it. Empty when there is none.
 std::string sanitizer_report(const std::string& text, std::size_t max_bytes = 6000);
 
-// True when REDLOCKD_TEST_ALLOW_SKIP=1 is set: a test that cannot run on this machine may then
-// skip itself, loudly. scripts/test and CI never set it.
-bool skipping_allowed();
 // For a test that cannot run here: fails it (FAIL, which ends the test case) naming what is
-// missing, or, when skipping_allowed(), WARNs that it was skipped and returns; the caller then
-// returns too:  if (!possible) { cannot_run("needs ..."); return; }
+// missing. Never a skip:  if (!possible) { cannot_run("needs ..."); return; }
 void cannot_run(const std::string& missing);
 
 } // namespace redlockd::test
