@@ -30,7 +30,9 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_
   if (!health_.trusted(node)) {
     // Quarantined after the request was sent: its vote no longer counts.
   } else if (const auto* acquire = std::get_if<acquire_reply>(&reply)) {
-    if (clock_ok(node, acquire->time, op)) {
+    if (acquire->lost_data()) {
+      data_lost(node);
+    } else if (clock_ok(node, acquire->time, op)) {
       const bool granted = acquire->complete && acquire->status == 1;
       if (granted)
         op.lock.took |= node_bit(node);
@@ -45,6 +47,8 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_
     // An UNLOCK's hand-over: its own vote is release's (the waiter's went to the waiter).
     v = count_release(hand->release, gone);
   } else if (const auto* bump = std::get_if<fence_bump_reply>(&reply)) {
+    if (bump->lost_data)
+      data_lost(node);
     v = count_fence_bump(*bump, fences_, op.lock.fence);
   } else if (const auto* release = std::get_if<release_reply>(&reply)) {
     v = count_release(*release, gone);
@@ -123,6 +127,13 @@ void lock_engine::expect_lease(operation& op) {
 void lock_engine::judge_key_loss(operation& op) {
   // The masters that released, extended or renewed it still held it (key_loss.hpp).
   key_lost(lost_keys(op.watch, op.tally.yes(), now_()), op.key);
+}
+
+void lock_engine::data_lost(std::size_t node) {
+  // Every master that votes was seeded with a fence register: one without it lost its data while
+  // connected (FLUSHALL), and locks it granted may still be valid elsewhere.
+  log_->warn("node {} has no fence register: it lost its data", cfg_.nodes[node].to_string());
+  health_.key_lost(node);
 }
 
 void lock_engine::key_lost(std::uint32_t masters, std::string_view key) {

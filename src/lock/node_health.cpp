@@ -79,12 +79,18 @@ void node_health::judge(std::size_t node, const node_facts& facts) {
     return;
   }
   const bool judged = h.state == trust::quarantined || h.state == trust::reseeding;
-  if (!judged && !facts.fence && fences_.high_water() > 0) {
-    // Up longer than any lock lives, yet without the fence counter: its data went (FLUSHALL, a
-    // replaced disk) at a time nobody knows: count from now.
-    ++counters_.key_losses;
-    log_.warn("node {} has no fence counter while the fleet has one: its data was lost",
-              cfg_.nodes[node].to_string());
+  if (!judged && !facts.fence) {
+    // No master votes without the fence register: a grant refuses where it is missing, which
+    // is how a FLUSHALL while connected shows (lock_engine::data_lost). So a master without one
+    // is seeded first, through the quarantine: on a new fleet (none has one yet) that takes the
+    // longest TTL recorded, none, and the seed creates it.
+    if (fences_.high_water() > 0) {
+      // Up longer than any lock lives, yet without the fence counter: its data went (FLUSHALL, a
+      // replaced disk) at a time nobody knows: count from now.
+      ++counters_.key_losses;
+      log_.warn("node {} has no fence counter while the fleet has one: its data was lost",
+                cfg_.nodes[node].to_string());
+    }
     quarantine(node, quarantine_reason::keyloss, now);
     return;
   }
@@ -106,25 +112,38 @@ std::chrono::microseconds node_health::drift_of_max_ttl() const {
 void node_health::quarantine(std::size_t node, quarantine_reason reason,
                              clock_type::time_point since) {
   if (cfg_.unsafe_disable_quarantine) {
-    nodes_[node].state = trust::trusted; // the weakened daemon of the chaos suite's controls
+    // The weakened daemon of the chaos suite's controls votes with it at once; it still gives it
+    // a fence register (mark and seed in one go, this daemon's figures), or nothing is granted.
+    nodes_[node].state = trust::trusted;
+    send_mark(node);
+    send_seed(node);
     return;
   }
   node_record& h = nodes_[node];
   // Every lock it may have lost lives at most the longest TTL past the latest loss.
   const bool fresh = h.state == trust::trusted || h.state == trust::unknown;
   h.lost_since = fresh ? since : std::max(h.lost_since, since);
-  if (fresh)
-    h.marked = false;
   h.state = trust::quarantined;
   h.reason = reason;
   // What this daemon knows now; the fleet read may make it longer, never shorter.
   h.quarantined_until = std::max(
       h.quarantined_until, h.lost_since + std::chrono::milliseconds(max_ttl_) + drift_of_max_ttl());
-  log_.warn("node {} quarantined: its votes do not count until every lock it may have lost has "
-            "expired (at least {} ms; the longest TTL is read from a majority of the others)",
-            cfg_.nodes[node].to_string(), ms_until(now_(), h.quarantined_until));
+  if (fences_.high_water() > 0)
+    log_.warn("node {} quarantined: its votes do not count until every lock it may have lost has "
+              "expired (at least {} ms; the longest TTL is read from a majority of the others)",
+              cfg_.nodes[node].to_string(), ms_until(now_(), h.quarantined_until));
+  else
+    log_.info("node {} has no fence counter yet (a new fleet): it is seeded before it votes",
+              cfg_.nodes[node].to_string());
+  // The mark first, then the fleet read (on_mark_reply): a lock the node lost before the mark
+  // was set was granted before the read, so the read sees its TTL on a majority; a loss after
+  // it takes the mark away, and the seed finds it gone.
+  h.marked = false;
+  h.seed_in_flight = false; // the answer of one sent earlier is ignored (a new generation)
+  h.read_generation = next_generation(h.read_generation);
+  h.read_done = false;
   send_mark(node);
-  start_fleet_read(node);
+  add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
 }
 
 void node_health::send_mark(std::size_t node) {
@@ -143,35 +162,31 @@ void node_health::send_mark(std::size_t node) {
 void node_health::on_mark_reply(std::size_t node, const request_tag& tag,
                                 const script_reply& reply) {
   node_record& h = nodes_[node];
-  if (tag.op != node || (h.state != trust::quarantined && h.state != trust::reseeding))
+  if (tag.op != node || tag.generation != h.read_generation ||
+      (h.state != trust::quarantined && h.state != trust::reseeding))
     return;
   const auto* answer = std::get_if<seed_reply>(&reply);
   if (answer == nullptr || !answer->result) { // an error: set it again a little later
     add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
     return;
   }
-  if (*answer->result == 1 && h.marked) {
-    maybe_seed(node); // still there: nothing lost since it was set (a reconnection)
-    return;
-  }
-  if (h.marked) {
+  if (h.marked) { // set again at a reconnection
+    if (*answer->result == 1) {
+      maybe_seed(node); // still there: nothing lost since it was first set
+      return;
+    }
     ++counters_.key_losses;
     log_.warn("node {} lost data again during its quarantine (its quarantine mark is gone)",
               cfg_.nodes[node].to_string());
-  }
-  const bool lost_again = h.marked;
-  h.marked = true; // (this very call set it again)
-  if (lost_again) {
     quarantine(node, h.reason, now_()); // a seed in flight is then ignored (a new generation)
     return;
   }
+  h.marked = true;
   // Locks lost before the mark was set live at most the longest TTL more.
   h.lost_since = std::max(h.lost_since, now_());
   h.quarantined_until = std::max(
       h.quarantined_until, h.lost_since + std::chrono::milliseconds(max_ttl_) + drift_of_max_ttl());
-  if (h.read_done && now_() < h.quarantined_until)
-    add_deadline_(h.quarantined_until, static_cast<std::uint32_t>(node), h.read_generation);
-  maybe_seed(node);
+  start_fleet_read(node);
 }
 
 clock_type::time_point node_health::retry_at() const {
@@ -309,8 +324,11 @@ void node_health::on_seed_lost(const request_tag& tag) {
 void node_health::on_timer(std::size_t node) {
   node_record& h = nodes_[node];
   const bool judged = h.state == trust::quarantined || h.state == trust::reseeding;
-  if (judged && !h.marked)
-    send_mark(node); // not answered yet, or answered with an error
+  if (judged && !h.marked) {
+    send_mark(node); // not answered yet, or answered with an error; the read follows it
+    add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
+    return;
+  }
   if (!h.read_done) {
     start_fleet_read(node); // no majority answered in time: ask again
     return;

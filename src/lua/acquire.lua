@@ -2,6 +2,7 @@
 -- KEYS: lock key, fence key, max-TTL key. ARGV: the value (owner, or owner ' ' label), ttl ms,
 -- proposed token.
 -- Granted: {1, previous counter, TIME}. Refused: {0, remaining TTL of the holder in ms, TIME}.
+-- Without a fence register (the master lost its data): {-2, 0, TIME}, nothing granted.
 -- TIME (seconds, microseconds) lets the daemon see a master's clock jump at every vote. A grant
 -- also raises the master's record of the longest TTL, in the same step: every master that holds
 -- a lock knows how long a restarted master must sit out for it.

@@ -9,9 +9,9 @@
 -- (1 its key was deleted, 0 another owner holds it, -1 gone) and the largest ticket of another
 -- daemon waiting here as the sixth. Where another daemon's head with an earlier ticket waits,
 -- the waiter is refused: the lock is released plainly and that head is woken (wake). Where the
--- lock key is gone and so is the fence key, the master lost its data: nothing is granted (-1 as
--- the first field) and the fence key is not created, so the loss still shows (the daemon judges
--- the -1 as an UNLOCK's, and a fence key missing at its next connection).
+-- fence register is gone, the master lost its data: nothing is granted (-2 as the first field),
+-- the register is not re-created, so the loss still shows (the daemon quarantines the master),
+-- and the releasing owner's key, if there, goes as an UNLOCK's would.
 local t = redis.call('time')
 local v = redis.call('get', KEYS[1])
 local r = -1
@@ -20,8 +20,10 @@ if v and string.sub(v, 1, 40) == ARGV[8] then
   r = 1
 elseif v then
   r = 0
-elseif not redis.call('get', KEYS[2]) then
-  return {-1, 0, t[1], t[2], r, '0'}
+end
+if not fence_of(2) then
+  if r == 1 then redis.call('del', KEYS[1]) end
+  return {-2, 0, t[1], t[2], r, '0'}
 end
 local answer = wait_turn(t, r == 1, 10)
 answer[6] = answer[5]

@@ -14,11 +14,23 @@ local function raise(k, a)
   return c or '0'
 end
 
+-- The fence register, or nil where this master lost its data: every master a daemon lets vote
+-- holds one (seeded before it votes: src/lua/seed.lua), and only a FLUSHALL or a restart
+-- without its data takes it away. A grant there must refuse and say so ({-2, ...}): it would
+-- re-create the register and hide the loss while locks the master lost are still valid.
+local function fence_of(k) return redis.call('get', KEYS[k]) end
+
+-- The answer of a grant on a master that lost its data: {-2, 0, TIME}.
+local function lost_data(t) return {-2, 0, t[1], t[2]} end
+
 -- acquire's grant (KEYS: lock key, fence key, max-TTL key; ARGV: owner, ttl ms, proposed token):
 -- SET NX PX (SET PX when `replace`: the key is a releasing owner's, handed over) and, when it
 -- took, the fence and longest-TTL registers raised in the same step.
--- Returns {1, previous counter, TIME}, or nil on a refusal. `t` is the master's TIME.
+-- Returns {1, previous counter, TIME}, lost_data(t) without a fence register, or nil on a
+-- refusal. `t` is the master's TIME.
 local function grant(t, replace)
+  local c = fence_of(2)
+  if not c then return lost_data(t) end
   local set
   if replace then
     set = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -26,7 +38,7 @@ local function grant(t, replace)
     set = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
   end
   if set then
-    local c = raise(2, 3)
+    if less(c, ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end
     raise(3, 2)
     return {1, c, t[1], t[2]}
   end

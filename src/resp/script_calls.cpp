@@ -213,7 +213,7 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   case request_kind::extend:
     return decode_extend(reply);
   case request_kind::fence_bump:
-    return fence_bump_reply{counter(reply)};
+    return fence_bump_reply{counter(reply), as_integer(reply) == -2};
   case request_kind::fleet_read:
     return decode_registers(reply);
   case request_kind::seed:

@@ -202,3 +202,51 @@ TEST_CASE("a master that loses its data again during its quarantine is quarantin
   CHECK(env.daemon.info().at("counters").at("key_losses") == 2);
   CHECK(env.fleet.keys(1) == std::vector<std::string>{"redlockd:fence", "redlockd:fence:max_ttl"});
 }
+
+TEST_CASE("a master emptied by FLUSHALL while the daemon stays connected does not vote for the "
+          "next LOCK: no second holder",
+          "[integration][quarantine]") {
+  // The simulator's seed 24695: a FLUSHALL while daemons stay connected was seen only at a
+  // reconnection or when the master said it lost a key of a lock that daemon granted, and the
+  // next grant re-created its fence register and counted. Every master that votes now holds the
+  // register (seeded before it votes), and a grant refuses where it is missing.
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  // "held" is granted on A, B and C only: D and E hold another owner's key for a moment.
+  for (const std::size_t node : {3, 4})
+    REQUIRE(env.fleet.run(node, "SET", "held", "someone-else", "PX", "60000").str == "OK");
+  const auto grant = parse_lock_ok(holder.request("LOCK held 30000"));
+  REQUIRE(grant);
+  REQUIRE(nodes_holding(env.fleet, "held", grant->owner) == std::vector<std::size_t>{0, 1, 2});
+  for (const std::size_t node : {3, 4})
+    env.fleet.run(node, "DEL", "held");
+  // C loses everything; the daemon's connections to it stay up, and nothing else happens.
+  REQUIRE(env.fleet.run(2, "FLUSHALL").str == "OK");
+  // The holder still has about 30 s. C, D and E would grant a second LOCK if C's vote counted.
+  line_client intruder = env.client();
+  const std::string reply = intruder.request("LOCK held 30000");
+  INFO("second LOCK while the first is valid: " << reply);
+  CHECK_FALSE(parse_lock_ok(reply));
+  CHECK(eventually(
+      [&] { return node_state(env.daemon.info(), env.fleet.address(2)) == "quarantined:keyloss"; },
+      3s));
+  // Nothing re-created C's fence register: the loss still shows to every daemon.
+  CHECK(env.fleet.run(2, "EXISTS", "redlockd:fence").integer == 0);
+  // The holder's lock lives on A and B only now: its UNLOCK says so.
+  CHECK(holder.request("UNLOCK held " + grant->owner) == "NOTHELD");
+}
+
+TEST_CASE("a new fleet: every master is seeded with a fence register before it votes",
+          "[integration][quarantine]") {
+  fleet_and_daemon env;
+  REQUIRE(eventually(
+      [&] { return count_nodes_in_state(env.daemon.info(), env.fleet.addresses(), "ok") == 5; }));
+  for (std::size_t node = 0; node < 5; ++node)
+    CHECK(env.fleet.run(node, "GET", "redlockd:fence").str == "0");
+  const auto info = env.daemon.info();
+  CHECK(info.at("counters").at("key_losses") == 0);
+  line_client client = env.client();
+  const auto grant = parse_lock_ok(client.request("LOCK first 5000"));
+  REQUIRE(grant);
+  CHECK(grant->fence == 1);
+}

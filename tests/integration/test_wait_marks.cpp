@@ -44,6 +44,11 @@ redis_reply release(const redis_fleet& fleet, const std::string& owner, const st
               {owner, "redlockd:fence:wake", daemon, granted ? "1" : "0", "200"});
 }
 
+// A fence register, as a daemon seeds every master before it votes.
+void seed_fence(const redis_fleet& fleet) {
+  REQUIRE(fleet.run(0, "SET", default_fence_key, "0").str == "OK");
+}
+
 std::string entries(const redis_fleet& fleet) {
   return fleet.get(0, marker).value_or("");
 }
@@ -53,6 +58,7 @@ std::string entries(const redis_fleet& fleet) {
 TEST_CASE("wait marks: the daemons' heads go in ticket order, a grant takes the entry out",
           "[integration][wake][fairness]") {
   redis_fleet fleet(1);
+  seed_fence(fleet);
   REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
   // Refused by the holder: each marks until about its next try (the holder's TTL, 1 %, the slack).
   redis_reply a = attempt(fleet, daemon_a, "20", "owner-a");
@@ -92,6 +98,7 @@ TEST_CASE("wait marks: only a granted lock's release wakes another daemon, whose
           "counts for the slack only",
           "[integration][wake][fairness]") {
   redis_fleet fleet(1);
+  seed_fence(fleet);
   REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
   attempt(fleet, daemon_b, "10", "owner-b"); // b waits
   const auto published = [&] { return command_calls(fleet, 0, "publish"); };
@@ -120,6 +127,7 @@ TEST_CASE("wait marks: only a granted lock's release wakes another daemon, whose
 TEST_CASE("wait marks: unmark takes one daemon's entry out, the marker goes with its last",
           "[integration][wake][fairness]") {
   redis_fleet fleet(1);
+  seed_fence(fleet);
   REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
   attempt(fleet, daemon_a, "20", "owner-a");
   attempt(fleet, daemon_b, "10", "owner-b");
@@ -134,6 +142,7 @@ TEST_CASE("wait marks: unmark takes one daemon's entry out, the marker goes with
 TEST_CASE("wait marks: a hand-over yields to another daemon's older head, releasing and waking",
           "[integration][handover][fairness]") {
   redis_fleet fleet(1);
+  seed_fence(fleet);
   REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
   attempt(fleet, daemon_b, "10", "owner-b"); // b's head waits with ticket 10
   const auto hand_over = [&](const std::string& ticket) {
@@ -162,7 +171,7 @@ TEST_CASE("wait marks: a hand-over yields to another daemon's older head, releas
   // A master that lost its data (FLUSHALL): nothing granted, no fence key created.
   fleet.run(0, "FLUSHALL");
   h = hand_over("5");
-  CHECK(h.elements[0].integer == -1);
+  CHECK(h.elements[0].integer == -2);
   CHECK(h.elements[4].integer == -1);
   CHECK(fleet.keys(0).empty());
 }
@@ -172,6 +181,7 @@ TEST_CASE(
     "to a TTL shorter than another daemon's sleep wakes that daemon",
     "[integration][handover][wake]") {
   redis_fleet fleet(1);
+  seed_fence(fleet);
   // a's head is granted the free lock while a's next waiter still waits 3 s: a's entry stays,
   // ticketed with the grant's proposal (after every head waiting now), until about the lock's
   // end, capped by that waiter's wait.

@@ -31,9 +31,12 @@ const std::string permit_c = "00002000cccccccccccccccccccccccccccccccc";
 const std::string set_a = "00003000aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const std::string set_b = "00003000bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
-// One master; `eval` runs a script by source as the daemon's EVAL fallback does.
+// One master, seeded with a fence register as a daemon seeds every master before it votes;
+// `eval` runs a script by source as the daemon's EVAL fallback does.
 struct master {
   redis_fleet fleet{1};
+
+  master() { REQUIRE(fleet.command(0, {"SET", fence, "0"}).str == "OK"); }
 
   redis_reply eval(script s, const std::vector<std::string>& keys,
                    const std::vector<std::string>& args) const {
@@ -119,7 +122,7 @@ TEST_CASE("a shared hold is refused by an exclusive holder and by a waiting writ
   CHECK(field(refused, 0) == 0);
   CHECK(field(refused, 1) > 4000);
   CHECK(m.run({"EXISTS", "r readers"}).integer == 0);
-  CHECK(m.get(fence) == "(nil)"); // a refusal raises nothing
+  CHECK(m.get(fence) == "0"); // a refusal raises nothing
 
   m.run({"SET", "q write-intent", "1", "PX", "3000"}); // a writer waits for q
   refused = shared_lock(m, reader_a, 1000, "", "q");
@@ -236,7 +239,7 @@ TEST_CASE("several resources are taken all or nothing", "[scripts][multi]") {
   CHECK(field(refused, 0) == 0);
   CHECK(field(refused, 1) > 3000);
   CHECK(m.run({"EXISTS", "a", "c"}).integer == 0); // nothing of a refused set stays
-  CHECK(m.get(fence) == "(nil)");
+  CHECK(m.get(fence) == "0");
   const auto granted = multi_lock(m, set_a, {"c", "a", "d"}, 2000, "batch");
   CHECK(field(granted, 0) == 1);
   for (const char* key : {"a", "c", "d"})
@@ -263,4 +266,18 @@ TEST_CASE("a set's release and extension report a member that is gone or taken",
   CHECK(m.run({"EXISTS", "a"}).integer == 0); // its own member is released anyway
   CHECK(m.get("b") == "someone");             // never another owner's
   CHECK(m.eval(script::multi_release, {"a"}, {set_a}).integer == -1);
+}
+
+TEST_CASE("no kind grants on a master without a fence register: it lost its data", "[scripts]") {
+  // Every master a daemon lets vote holds the register; one without it lost its data (a
+  // FLUSHALL while connected), and a grant must neither count nor re-create the register.
+  master m;
+  m.run({"DEL", fence});
+  const auto lost = [](const redis_reply& reply) { return field(reply, 0) == -2; };
+  CHECK(lost(shared_lock(m, reader_a, 5000)));
+  CHECK(lost(permit(m, permit_a, 5000, 2)));
+  CHECK(lost(multi_lock(m, set_a, {"x", "y"}, 5000)));
+  CHECK(lost(m.eval(script::acquire, {"r", fence, max_ttl}, {"owner", "5000", "7"})));
+  CHECK(m.eval(script::fence_bump, {fence}, {"9"}).integer == -2);
+  CHECK(m.run({"DBSIZE"}).integer == 0); // nothing granted, no register created
 }

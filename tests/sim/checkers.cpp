@@ -79,7 +79,7 @@ bool excused_by_key_loss(const history& h, const request_record& first,
                          const request_record& second) {
   const sim_time t0 = attempt_start(second);
   for (const data_loss& loss : h.losses) {
-    if (loss.at >= second.reply)
+    if (loss.at >= second.reply || loss.register_lost)
       continue;
     const bool lost_it = std::any_of(loss.locks.begin(), loss.locks.end(), [&](const auto& entry) {
       return entry.first == first.resource && entry.second == first.owner;
@@ -102,7 +102,8 @@ bool excused_by_fence_loss(const history& h, const request_record& earlier,
                            const request_record& later) {
   const sim_time t0 = attempt_start(later);
   for (const data_loss& loss : h.losses) {
-    if (loss.clock_jump || loss.at >= later.reply || earlier.fence > loss.fence_before)
+    if (loss.clock_jump || loss.register_lost || loss.at >= later.reply ||
+        earlier.fence > loss.fence_before)
       continue;
     if (loss.fence_recovered >= 0 && loss.fence_recovered <= t0)
       continue;
@@ -170,6 +171,8 @@ const char* to_string(fault_kind kind) {
     return "master-crash";
   case fault_kind::master_flushall:
     return "flushall";
+  case fault_kind::master_key_loss:
+    return "key-loss";
   case fault_kind::master_pause:
     return "master-pause";
   case fault_kind::master_slow:

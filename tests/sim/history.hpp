@@ -75,6 +75,7 @@ struct connection_record {
 enum class fault_kind : std::uint8_t {
   master_crash, // down; `flag`: restarted with its data (else empty)
   master_flushall,
+  master_key_loss, // one key deleted, the rest kept (scenarios only)
   master_pause,
   master_slow,
   master_clock_jump, // `amount_us`: signed
@@ -96,14 +97,16 @@ struct fault_record {
   bool flag = false;
 };
 
-// A fault that destroyed data on a master (FLUSHALL, a forward clock jump expiring keys; an empty
-// restart is announced by a new run_id and needs no excuse). Until a daemon learns of it, that
-// daemon may count the master's vote although its keys are gone: what redlockd documents as
-// key-loss detection after the fact.
+// A fault that destroyed data on a master (FLUSHALL, a forward clock jump expiring keys, a
+// scenario's lost key; an empty restart is announced by a new run_id and needs no excuse).
+// Until a daemon learns of a lost key, that daemon may count the master's vote although the key
+// is gone: what redlockd documents as key-loss detection after the fact. A loss that took the
+// fence register (FLUSHALL) excuses nothing: no grant counts where the register is missing.
 struct data_loss {
   std::uint32_t master = 0;
   sim_time at = 0;
   bool clock_jump = false;
+  bool register_lost = false;                            // the fence register went too
   std::vector<std::pair<std::uint32_t, owner_id>> locks; // (resource, owner) whose key it lost
   std::uint64_t fence_before = 0;                        // the fence counter it lost (0: none)
   sim_time fence_recovered = -1; // when the master's counter was back at fence_before

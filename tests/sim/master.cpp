@@ -291,4 +291,12 @@ std::vector<lost_key> master::flushall() {
   return take_everything();
 }
 
+std::vector<lost_key> master::lose_key(std::string_view key) {
+  std::vector<lost_key> lost;
+  if (const stored* value = keys_.find(key, now_ms()); value && value->kind == stored::type::string)
+    lost.push_back({std::string(key), value->text});
+  keys_.erase(key);
+  return lost;
+}
+
 } // namespace redlockd::sim

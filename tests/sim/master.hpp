@@ -86,6 +86,9 @@ class master final : public publisher {
   // write); otherwise empty. Returns what an empty restart lost.
   std::vector<lost_key> restart(bool keep_data);
   std::vector<lost_key> flushall();
+  // One key deleted while the rest stays (an operator's DEL, a stray client): what key-loss
+  // detection is for, now that a FLUSHALL shows as a missing fence register.
+  std::vector<lost_key> lose_key(std::string_view key);
   bool paused() const { return paused_; }
   void set_paused(bool paused) { paused_ = paused; }
   // Extra time before each reply leaves (a slow master), in microseconds.

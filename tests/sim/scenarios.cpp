@@ -16,6 +16,10 @@ scenario_step heal(std::uint32_t daemon, std::uint32_t masters) {
 scenario_step flushall(std::uint32_t master) {
   return {0, scenario_step::action::flushall, 0, master, 0, {}};
 }
+
+scenario_step lose_key(std::uint32_t master, std::string key) {
+  return {0, scenario_step::action::lose_key, 0, master, 0, std::move(key)};
+}
 scenario_step request(std::uint32_t client, std::uint32_t daemon, std::string line) {
   return {0, scenario_step::action::request, daemon, 0, client, std::move(line)};
 }
@@ -24,9 +28,11 @@ std::vector<scenario> make_scenarios() {
   std::vector<scenario> out;
   // Issue 21, case 1: locks r1 and r2 are held on masters 0, 1, 2 only (the daemon's traffic
   // to 3 and 4 was lost when they were granted), a waiter queues behind r1 (refused by 0, 1, 2,
-  // it sleeps for the holder's TTL), master 2 is emptied, and the holder of r1 unlocks it: the
-  // hand-over path must notice that r1's key is gone on master 2 as a plain UNLOCK does, or a
-  // new LOCK r2 is granted by masters 2, 3 and 4 while r2's holder still holds it.
+  // it sleeps for the holder's TTL), master 2 loses both keys, and the holder of r1 unlocks it:
+  // the hand-over path must notice that r1's key is gone on master 2 as a plain UNLOCK does, or
+  // a new LOCK r2 is granted by masters 2, 3 and 4 while r2's holder still holds it. (The issue
+  // emptied master 2 with FLUSHALL; a grant now refuses where the fence register is gone, which
+  // catches that on its own, so the keys go one by one here, as an operator's DEL would.)
   scenario handover;
   handover.name = "handover-keyloss";
   handover.about = "issue 21 case 1: a hand-over must judge key loss as an UNLOCK does";
@@ -38,12 +44,34 @@ std::vector<scenario> make_scenarios() {
       at(610'000, request(1, 0, "LOCK r2 30000")), // request 2
       at(1'500'000, heal(0, 0b11000)),
       at(2'500'000, request(2, 0, "LOCK r1 30000 WAIT 20000")), // request 3: queued behind r1
-      at(2'600'000, flushall(2)),
+      at(2'600'000, lose_key(2, "r1")),
+      at(2'600'000, lose_key(2, "r2")),
       at(3'000'000, request(0, 0, "UNLOCK r1 $1")),  // request 4: handed to request 3
       at(3'100'000, request(3, 0, "LOCK r2 30000")), // request 5: must not be granted
   };
   handover.end = 4'000'000;
   out.push_back(handover);
+
+  // The long run's seed 24695: a master emptied by FLUSHALL while the daemons stay connected.
+  // Lock r is held on masters 0, 1, 2 only (daemon 0's traffic to 3 and 4 was lost when it was
+  // granted); master 2 is emptied; a LOCK r through daemon 1, which granted nothing and so has
+  // no lease to judge a key loss by, must not be granted by masters 2, 3 and 4: master 2's
+  // grant refuses where its fence register is gone, and daemon 1 quarantines it.
+  scenario flushed;
+  flushed.name = "flushall-connected";
+  flushed.about = "seed 24695: a FLUSHALL while connected must not let the emptied master vote";
+  flushed.daemons = 2;
+  flushed.resources = {"r", "warm"};
+  flushed.steps = {
+      at(200'000, request(2, 0, "LOCK warm 100")), // every master counts
+      at(500'000, blackhole(0, 0b11000)),
+      at(600'000, request(0, 0, "LOCK r 30000")),
+      at(1'500'000, heal(0, 0b11000)),
+      at(2'600'000, flushall(2)),
+      at(3'000'000, request(1, 1, "LOCK r 30000")), // must not be granted
+  };
+  flushed.end = 4'000'000;
+  out.push_back(flushed);
 
   // Its control: the same without the waiter. The holder's plain UNLOCK finds r1's key gone on
   // master 2 and quarantines it, so the LOCK r2 that follows gets NOQUORUM: nothing to report.

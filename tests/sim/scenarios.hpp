@@ -13,12 +13,13 @@
 namespace redlockd::sim {
 
 struct scenario_step {
-  enum class action : std::uint8_t { partition, blackhole, heal, flushall, request };
+  enum class action : std::uint8_t { partition, blackhole, heal, flushall, lose_key, request };
   sim_time at = 0;
   action what = action::request;
   std::uint32_t daemon = 0;  // partition, blackhole, heal; request: the client's daemon
-  std::uint32_t masters = 0; // partition, blackhole, heal: a bit set; flushall: the master
+  std::uint32_t masters = 0; // partition, blackhole, heal: a bit set; flushall, lose_key: one
   std::uint32_t client = 0;  // request: a client has one connection, to one daemon
+  // lose_key: the key (without a prefix; the scenarios use none).
   // request: a request line; "$N" stands for the owner the N-th request of the scenario was
   // granted (counting requests from 0). Such a step waits until that request is granted, and
   // is dropped if it is refused.

@@ -594,6 +594,10 @@ void simulation::run_step(const scenario_step& step) {
     records_.faults.push_back({fault_kind::master_flushall, step.masters, 0, now, now, 0, false});
     data_lost(step.masters, masters_[step.masters]->flushall(), false, false);
     return;
+  case scenario_step::action::lose_key:
+    records_.faults.push_back({fault_kind::master_key_loss, step.masters, 0, now, now, 0, false});
+    data_lost(step.masters, masters_[step.masters]->lose_key(step.line), false, false);
+    return;
   case scenario_step::action::request: {
     // "VERB resource ..." with "$N" for the owner of the scenario's N-th request.
     std::string line = step.line;
@@ -921,6 +925,8 @@ void simulation::data_lost(std::size_t master, const std::vector<lost_key>& keys
     loss.at = now;
     loss.clock_jump = clock_jump;
     loss.fence_before = d.fence_before;
+    loss.register_lost = std::any_of(
+        keys.begin(), keys.end(), [&](const lost_key& k) { return k.key == setup_.cfg.fence_key; });
     for (const lost_key& k : keys) {
       const auto it = resource_of_key_.find(k.key);
       if (it == resource_of_key_.end() || k.value.size() != owner_id{}.size())

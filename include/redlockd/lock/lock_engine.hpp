@@ -175,6 +175,7 @@ class lock_engine {
   void expect_lease(operation& op);
   void judge_key_loss(operation& op);
   void key_lost(std::uint32_t masters, std::string_view key); // quarantines them
+  void data_lost(std::size_t node); // a grant found no fence register there: quarantined
 
   // LOCK, WAIT and KEEP (engine_acquire.cpp)
   void try_acquire(std::uint32_t slot);

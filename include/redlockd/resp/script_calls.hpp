@@ -107,17 +107,20 @@ struct error_reply {
   bool noscript() const { return text.starts_with("NOSCRIPT"); }
 };
 
-// acquire: {1, previous fence counter, TIME} or {0, the holder's remaining TTL, TIME};
-// acquire_wait adds a fifth field, the largest ticket of another daemon waiting there.
+// acquire: {1, previous fence counter, TIME} or {0, the holder's remaining TTL, TIME}, or
+// {-2, 0, TIME} where the master has no fence register: it lost its data (a FLUSHALL while
+// connected), nothing was granted; acquire_wait adds a fifth field, the largest ticket of
+// another daemon waiting there.
 struct acquire_reply {
   bool complete = false;              // the four fields the script returns
-  std::optional<std::int64_t> status; // 1 granted, 0 refused; the first field, if an integer
+  std::optional<std::int64_t> status; // 1 granted, 0 refused, -2 lost data; the first field
   std::optional<std::uint64_t> fence; // granted: the counter before this grant, if numeric
   std::int64_t holder_pttl = 0;       // refused: the holder's remaining TTL, 0 if unknown
   std::optional<node_time> time;      // when complete and parsable
   // acquire_wait and hand_over: the largest ticket of another daemon's head waiting on this
   // master (0: none, or a plain acquire).
   std::uint64_t rival_ticket = 0;
+  bool lost_data() const { return complete && status == -2; }
 };
 
 // release (also the releases nobody waits for): 1 deleted, 0 another owner, -1 gone.
@@ -139,9 +142,10 @@ struct extend_reply {
   std::optional<node_time> time;
 };
 
-// fence_bump: the counter before the bump.
+// fence_bump: the counter before the bump; -2 where the register is gone (lost data).
 struct fence_bump_reply {
   std::optional<std::uint64_t> previous;
+  bool lost_data = false;
 };
 
 // The register read (MGET): both registers, if both were parsable counters.

@@ -125,6 +125,10 @@ local function wait_turn(t, releasing, behind)
       return granted
     end
     tried = true
+  elseif not fence_of(2) then
+    local lost = lost_data(t) -- (checked before the marks are touched: nothing to keep here)
+    lost[5] = '0'
+    return lost
   end
   marks()
   local now = ms(t)
@@ -132,7 +136,7 @@ local function wait_turn(t, releasing, behind)
   if m then others, last, mine, first, largest = scan(m, now, ARGV[5], ARGV[6]) end
   if not first and not tried then
     local granted = grant(t, releasing)
-    if granted then
+    if granted then -- (a grant: the fence register was there, checked above)
       if next_wait > 0 then
         local ttl = tonumber(ARGV[2])
         local untl = now + math.min(ttl + math.floor(ttl / 100) + tonumber(ARGV[7]), next_wait)

@@ -1136,6 +1136,14 @@ TEST_CASE("a master with a new run_id is quarantined for the fleet's longest TTL
   CHECK(f.engine.counters().restarts == 1);
   CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::restart);
 
+  // Its quarantine mark is set on it at once (seed.lua's 'mark' step); the seed checks it.
+  const auto marks = f.nodes.of(request_kind::quarantine_mark);
+  REQUIRE(marks.size() == 1);
+  CHECK(marks[0].node == 1);
+  // The fleet read waits for the mark: a lock the master lost before the mark was granted
+  // before the read.
+  CHECK(f.nodes.of(request_kind::fleet_read).empty());
+  f.engine.on_reply(1, marks[0].tag, decode(marks[0].tag, *resp(":0\r\n")));
   // Its quarantine is sized from a majority of the other masters: 0, 2, 3 and 4 are asked.
   const auto reads = f.nodes.of(request_kind::fleet_read);
   REQUIRE(reads.size() == 4);
@@ -1143,11 +1151,6 @@ TEST_CASE("a master with a new run_id is quarantined for the fleet's longest TTL
     CHECK(c.node != 1);
     CHECK(c.tag.op == 1);
   }
-  // Its quarantine mark is set on it at once (seed.lua's 'mark' step); the seed checks it.
-  const auto marks = f.nodes.of(request_kind::quarantine_mark);
-  REQUIRE(marks.size() == 1);
-  CHECK(marks[0].node == 1);
-  f.engine.on_reply(1, marks[0].tag, decode(marks[0].tag, *resp(":0\r\n")));
   f.answer(0, request_kind::fleet_read, fleet_facts(900, 7'200'000));
   f.answer(2, request_kind::fleet_read, fleet_facts(40, 1000));
   f.answer(3, request_kind::fleet_read, fleet_facts(41, 1000));
@@ -1253,6 +1256,7 @@ TEST_CASE("a master without a fence counter on a fleet that has one counts as re
   f.connect(0, "run0", 86'400'000, 5);            // the fleet has handed out fences
   f.connect(2, "run2", 86'400'000, std::nullopt); // same run, up a day: FLUSHALL or a new disk
   CHECK(f.engine.status_of(2).reason == lock_engine::quarantine_reason::keyloss);
+  f.answer(2, request_kind::quarantine_mark, ":0\r\n");
   CHECK(f.nodes.of(request_kind::fleet_read).size() == 4);
   f.engine.lock(lock_of("r", 10000), f.client, 1);
   CHECK(f.nodes.of(request_kind::acquire).size() == 4);
@@ -1262,6 +1266,8 @@ TEST_CASE("a fleet read counts only masters that kept their data", "[engine][qua
   fixture f;
   f.connect(0, "new-0", 10, std::nullopt, 0);
   f.connect(1, "new-1", 10, std::nullopt, 0);
+  f.answer(0, request_kind::quarantine_mark, ":0\r\n");
+  f.answer(1, request_kind::quarantine_mark, ":0\r\n");
   // Node 0's read: node 1 lost its data too, so its answer does not make a majority.
   f.answer(1, request_kind::fleet_read, fleet_facts(0, 0));
   f.answer(2, request_kind::fleet_read, fleet_facts(5, 1000));
@@ -1308,6 +1314,26 @@ TEST_CASE("unsafe_disable_quarantine lets a restarted master vote at once",
   CHECK(f.engine.status_of(2).reason == lock_engine::quarantine_reason::none);
   f.engine.lock(lock_of("r", 1000), f.client, 1);
   CHECK(f.nodes.of(request_kind::acquire).size() == 5);
+}
+
+TEST_CASE("a master whose grant finds no fence register lost its data: quarantined, no vote",
+          "[engine][quarantine]") {
+  // The simulator's seed 24695: a FLUSHALL while connected. The scripts refuse to grant where
+  // the register is missing ({-2, 0, TIME}) rather than re-create it.
+  const std::string lost = "*4\r\n:-2\r\n:0\r\n" + master_time;
+  fixture f;
+  f.engine.lock(lock_of("k", 3000), f.client, 1);
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(1, request_kind::acquire, granted(0));
+  f.answer(2, request_kind::acquire, lost);
+  f.answer(3, request_kind::acquire, refused(3000));
+  f.answer(4, request_kind::acquire, refused(3000));
+  CHECK(f.client->lines[1] == "NOQUORUM 2 3\n"); // its "grant" did not count
+  CHECK(f.engine.status_of(2).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.counters().key_losses == 1);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("j", 3000), f.client, 2);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 4); // it no longer votes
 }
 
 TEST_CASE("a master that lost the key of a valid KEEP lock is quarantined",

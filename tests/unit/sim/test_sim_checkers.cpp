@@ -150,6 +150,12 @@ TEST_CASE("mutual exclusion: a key a fault destroyed excuses the overlap until t
 
   b.h.evidence.push_back({b.h.requests[second].daemon_instance, 2, 2500 * ms});
   CHECK(check_mutual_exclusion(b.h).size() == 1); // it was told before its round
+
+  // A loss that took the fence register (FLUSHALL) excuses nothing: no grant counts there.
+  b.h.evidence.clear();
+  CHECK(check_mutual_exclusion(b.h).empty());
+  b.h.losses.back().register_lost = true;
+  CHECK(check_mutual_exclusion(b.h).size() == 1);
 }
 
 TEST_CASE("fences: a later request with a token not above an earlier grant's fails", "[sim]") {
