@@ -120,6 +120,10 @@ struct acquire_reply {
   // acquire_wait and hand_over: the largest ticket of another daemon's head waiting on this
   // master (0: none, or a plain acquire).
   std::uint64_t rival_ticket = 0;
+  // A permit's acquire (acquire_slot): the slot it took; status 2 means another n is in force
+  // on that master, given in `permits_in_force`.
+  std::optional<std::uint32_t> slot{};
+  std::uint64_t permits_in_force = 0;
   bool lost_data() const { return complete && status == -2; }
 };
 
