@@ -416,7 +416,10 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
     acquire_call call{owner,          op.lock.label, op.ttl_ms, op.lock.fence.proposed(),
                       first_slot(op), nullptr};
     wait_mark mark;
-    if (op.lock.queued && row.leaves_marks) { // a refusal marks that this daemon waits
+    // A refusal marks that this daemon waits (and a writer's leaves its intent, but in the
+    // weakened daemon of the test suite's controls).
+    const bool unmarked = cfg_.unsafe_no_write_intent && op.hold_kind == lock_kind::exclusive;
+    if (op.lock.queued && row.leaves_marks && !unmarked) {
       mark = mark_of(op);
       call.mark = &mark;
     }
@@ -481,6 +484,9 @@ const vote_tally& lock_engine::votes_of(std::uint32_t slot) {
       traits_of(op.hold_kind).votes != vote_rule::same_slot)
     return op.tally;
   slot_tally_ = same_slot_view(op.tally, op.lock.slots, op.lock.slot);
+  // The weakened daemon of the test suite's controls: each master counts permits on its own.
+  if (cfg_.unsafe_count_permits_per_master)
+    return op.tally;
   return slot_tally_;
 }
 
