@@ -242,10 +242,16 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   case request_kind::seed:
   case request_kind::quarantine_mark:
     return seed_reply{as_integer(reply)};
-  case request_kind::status:
-    if (array_size(reply) == 2)
-      return pttl_reply{as_integer(array_at(reply, 0)), std::string(as_string(array_at(reply, 1)))};
-    return pttl_reply{as_integer(reply), {}};
+  case request_kind::status: {
+    if (array_size(reply) != 5)
+      return pttl_reply{as_integer(reply), {}};
+    const auto count = [&](std::size_t i) {
+      return static_cast<std::uint64_t>(
+          std::max<std::int64_t>(0, as_integer(array_at(reply, i)).value_or(0)));
+    };
+    return pttl_reply{as_integer(array_at(reply, 0)), std::string(as_string(array_at(reply, 1))),
+                      count(2), count(3), count(4)};
+  }
   case request_kind::list_step:
     return decode_list_step(reply);
   default:

@@ -164,11 +164,15 @@ struct seed_reply {
   std::optional<std::int64_t> result;
 };
 
-// STATUS's read (outside the engine): ms left, -1 no TTL, -2 no key; and the hold's label
-// ("" if none). A plain PTTL's integer reply decodes too, without a label.
+// STATUS's read (outside the engine): ms left, -1 no TTL, -2 no key (of the key, or of its live
+// shared holders); the hold's label ("" if none); live shared holders; the permits in use of
+// the semaphore of that name and its n (0: none). A plain PTTL's integer reply decodes too.
 struct pttl_reply {
   std::optional<std::int64_t> ms;
   std::string label;
+  std::uint64_t readers = 0;
+  std::uint64_t permits_used = 0;
+  std::uint64_t permits = 0;
 };
 
 // One hold a LIST step found: its key, PTTL and label ('' if none); never its owner.
