@@ -235,11 +235,15 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
 }
 
 void lock_engine::unmark(const std::string& key) {
+  // A set's waiter is marked on each member's wait mark: one call per mark.
   std::string command;
-  append_unmark(command, script_by::sha, wait_marker(marker_, keys_, key), daemon_id_);
-  for (std::size_t node = 0; node < node_count_; ++node)
-    if (io_.usable(node))
-      io_.send(node, request_tag{request_kind::unmark, 0, 0}, command);
+  for (const std::string_view member : members_of(key)) {
+    command.clear();
+    append_unmark(command, script_by::sha, wait_marker(marker_, keys_, member), daemon_id_);
+    for (std::size_t node = 0; node < node_count_; ++node)
+      if (io_.usable(node))
+        io_.send(node, request_tag{request_kind::unmark, 0, 0}, command);
+  }
 }
 
 void lock_engine::wait_ran_out(std::uint32_t slot) {

@@ -152,7 +152,20 @@ void multi_acquire(std::string& out, script_by by, const hold_target& hold,
   const decimal proposal(call.proposal);
   std::vector<std::string_view> args{verb, body, count.view(), keys.fence, keys.max_ttl};
   args.insert(args.end(), members.begin(), members.end());
-  args.insert(args.end(), {call.owner, ttl.view(), proposal.view(), call.label});
+  args.insert(args.end(), {call.owner, ttl.view(), proposal.view()});
+  if (call.mark == nullptr) {
+    args.push_back(call.label);
+    append_command(out, args);
+    return;
+  }
+  // A WAIT's attempt: the wait's five (a wait of 0 ms left still marks for 1 ms), the label,
+  // then the prefix of the members' wait marks.
+  const decimal wait(std::max<std::uint64_t>(call.mark->wait_ms, 1));
+  const decimal ticket(call.mark->ticket);
+  const decimal slack(call.mark->slack_ms);
+  const decimal next_wait(call.mark->next_wait_ms);
+  args.insert(args.end(), {wait.view(), call.mark->daemon_id, ticket.view(), slack.view(),
+                           next_wait.view(), call.label, keys.waiting});
   append_command(out, args);
 }
 
@@ -192,7 +205,7 @@ constexpr std::array<lock_kind_traits, lock_kind_count> kinds = {{
      script::permit_extend, vote_rule::same_slot, true, false, true, request_kind::acquire_slot,
      permit_acquire, permit_release, permit_extend},
     {lock_kind::multi, "multi", script::multi_acquire, script::multi_release, script::multi_extend,
-     vote_rule::any_grant, false, false, false, request_kind::acquire, multi_acquire, multi_release,
+     vote_rule::any_grant, false, false, true, request_kind::acquire, multi_acquire, multi_release,
      multi_extend},
 }};
 

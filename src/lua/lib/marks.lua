@@ -163,3 +163,73 @@ local function wait_turn(t, releasing, behind, try)
   put(KEYS[4], others, last, now, ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. untl .. ';', untl)
   return {0, hint, t[1], t[2], largest}
 end
+
+-- wait_turn for a set (MLOCK), whose waiter is marked on every member's wait mark, so that a
+-- release of any member (a plain UNLOCK, another set's) wakes it: the same rules, over the
+-- marks `marks` (one per member) at once. It yields while an older head of another daemon is
+-- marked on any of them; a refusal marks each; a grant takes this daemon's entries out (or
+-- keeps them for its next waiter). KEYS[f] is the fence register; ARGV as wait_turn's, the
+-- next waiter's wait at ARGV[8].
+local function wait_turn_many(t, f, marks_of_members, try)
+  local next_wait = tonumber(ARGV[8]) or 0
+  local texts, any = {}, false
+  for i, mark in ipairs(marks_of_members) do
+    texts[i] = redis.call('get', mark)
+    any = any or texts[i] ~= nil
+  end
+  local tried, hint = false, nil
+  if not any and next_wait == 0 then
+    local granted
+    granted, hint = try(t)
+    if granted then
+      granted[5] = '0'
+      return granted
+    end
+    tried = true
+  elseif not fence_of(f) then
+    local lost = lost_data(t)
+    lost[5] = '0'
+    return lost
+  end
+  marks()
+  local now = ms(t)
+  local seen, first, largest = {}, nil, '0'
+  for i, text in ipairs(texts) do
+    local s = {others = '', last = 0, mine = false}
+    if text then
+      local older, top
+      s.others, s.last, s.mine, older, top = scan(text, now, ARGV[5], ARGV[6])
+      if older and (not first or older > first) then first = older end
+      if less(largest, top) then largest = top end
+    end
+    seen[i] = s
+  end
+  if not first and not tried then
+    local granted
+    granted, hint = try(t)
+    if granted then
+      for i, mark in ipairs(marks_of_members) do
+        local s = seen[i]
+        if next_wait > 0 then
+          local ttl = tonumber(ARGV[2])
+          local untl = now + math.min(ttl + math.floor(ttl / 100) + tonumber(ARGV[7]), next_wait)
+          put(mark, s.others, s.last, now, ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. untl .. ';', untl)
+        elseif s.mine then
+          put(mark, s.others, s.last, now)
+        end
+      end
+      granted[5] = largest
+      return granted
+    end
+  end
+  hint = hint or 0
+  if hint <= 0 and first then hint = first - now end
+  local stay = tonumber(ARGV[7])
+  if hint > 0 then stay = hint + math.floor(hint / 100) + stay end
+  local untl = now + math.min(stay, tonumber(ARGV[4]))
+  for i, mark in ipairs(marks_of_members) do
+    local s = seen[i]
+    put(mark, s.others, s.last, now, ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. untl .. ';', untl)
+  end
+  return {0, hint, t[1], t[2], largest}
+end
