@@ -116,12 +116,14 @@ register_reply decode_registers(const redisReply& reply) {
 list_step_reply decode_list_step(const redisReply& reply) {
   list_step_reply out;
   const std::size_t size = array_size(reply);
-  if (size == 0 || (size - 1) % 3 != 0)
+  if (size == 0 || (size - 1) % 4 != 0)
     return out;
-  for (std::size_t i = 1; i + 2 < size; i += 3)
-    out.holds.push_back({std::string(as_string(array_at(reply, i))),
-                         as_integer(array_at(reply, i + 1)).value_or(0),
-                         std::string(as_string(array_at(reply, i + 2)))});
+  for (std::size_t i = 1; i + 3 < size; i += 4)
+    out.holds.push_back(
+        {std::string(as_string(array_at(reply, i))), as_integer(array_at(reply, i + 1)).value_or(0),
+         std::string(as_string(array_at(reply, i + 2))),
+         static_cast<std::uint64_t>(
+             std::max<std::int64_t>(0, as_integer(array_at(reply, i + 3)).value_or(0)))});
   out.cursor = as_string(array_at(reply, 0));
   return out;
 }

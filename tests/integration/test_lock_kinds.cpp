@@ -51,7 +51,7 @@ std::string owner_slot(const std::string& owner) {
 
 } // namespace
 
-TEST_CASE("shared holders share; an exclusive lock excludes them and is excluded by them",
+TEST_CASE("shared holders share, and an exclusive lock excludes them and is excluded by them",
           "[integration][kinds]") {
   fleet_and_daemon env;
   line_client a = env.client();
