@@ -152,6 +152,8 @@ struct flag_key {
 
 constexpr flag_key flag_keys[] = {
     {"unsafe_disable_quarantine", &config::unsafe_disable_quarantine},
+    {"unsafe_count_permits_per_master", &config::unsafe_count_permits_per_master},
+    {"unsafe_no_write_intent", &config::unsafe_no_write_intent},
     {"refuse_unsafe_nodes", &config::refuse_unsafe_nodes},
 };
 

@@ -63,6 +63,35 @@ std::optional<std::int64_t> late_result(const script_reply& reply) {
   return std::nullopt;
 }
 
+vote_tally same_slot_view(const vote_tally& raw, std::span<const std::int16_t> slots,
+                          std::uint32_t& winner) {
+  std::size_t best = 0;
+  std::int16_t best_slot = -1;
+  for (std::size_t node = 0; node < raw.nodes(); ++node) {
+    if (raw.of(node) != vote::yes || slots[node] < 0)
+      continue;
+    std::size_t count = 0;
+    for (std::size_t other = 0; other < raw.nodes(); ++other)
+      count += raw.of(other) == vote::yes && slots[other] == slots[node] ? 1 : 0;
+    if (count > best || (count == best && slots[node] < best_slot)) {
+      best = count;
+      best_slot = slots[node];
+    }
+  }
+  winner = best_slot < 0 ? 0 : static_cast<std::uint32_t>(best_slot);
+  vote_tally view;
+  view.reset(raw.nodes(), raw.needed());
+  for (std::size_t node = 0; node < raw.nodes(); ++node) {
+    vote v = raw.of(node);
+    if (v == vote::pending)
+      continue;
+    if (v == vote::yes && slots[node] != best_slot)
+      v = vote::no;
+    view.record(node, v);
+  }
+  return view;
+}
+
 verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms) {
   if (tally.state() == vote_tally::outcome::reached) {
     // A granting master had seen this token or a larger one: another daemon handed out tokens,

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <bit>
 
 namespace redlockd {
@@ -43,12 +44,17 @@ void lock_engine::try_acquire(std::uint32_t slot) {
     return;
   }
   new_attempt(op);
-  begin_round(slot, op_phase::voting, request_kind::acquire);
+  begin_round(slot, op_phase::voting, traits_of(op.hold_kind).acquire_request);
 }
 
 void lock_engine::new_attempt(operation& op) {
   // Every attempt is a new acquisition: a fresh owner, a fresh start time, a fresh proposal.
-  op.owner = owners_.next();
+  // The owner says the hold's kind (lock_kind.hpp); an exclusive one never looks tagged.
+  do
+    op.owner = tag_owner(owners_.next(), op.hold_kind);
+  while (op.hold_kind == lock_kind::exclusive && is_tagged(view(op.owner)));
+  op.lock.slots.fill(-1);
+  op.lock.permits_in_force = 0;
   op.t0 = now_();
   op.lock.fence = fence_round(fences_.propose());
   op.lock.fence_rounds = 0;
@@ -62,8 +68,8 @@ void lock_engine::new_attempt(operation& op) {
 
 void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
   operation& op = slots_[slot];
-  if (op.phase == op_phase::voting && op.tally.state() == vote_tally::outcome::reached)
-    op.watch.granted = op.tally.yes_mask(); // a fencing round resets the tally
+  if (op.phase == op_phase::voting && votes_of(slot).state() == vote_tally::outcome::reached)
+    op.watch.granted = votes_of(slot).yes_mask(); // a fencing round resets the tally
   switch (v.what) {
   case verdict::kind::granted:
     lock_acquired(slot, v.validity_ms);
@@ -99,21 +105,27 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   health_.granting(op.ttl_ms); // a refused TTL never counts: only what a quorum granted
   const auto expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
   acquire_round_latency_.record(now_() - op.t0);
+  if (op.hold_kind == lock_kind::permit)
+    take_slot(slot);
   if (op.lock.queued) {
     dequeue(slot, std::nullopt, true);
-    // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends.
-    wake_head(op.key, expires + jitter(default_retry_ms));
+    // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends;
+    // behind a shared hold or a permit it tries now (it may be granted beside it).
+    wake_head(op.key, traits_of(op.hold_kind).waiters_may_share
+                          ? now_()
+                          : expires + jitter(default_retry_ms));
   }
   if (!op.sink) {
     // The client left while its acquisition was in flight: nobody will use or release it.
     const std::string key = op.key;
-    cleanups_.everywhere(key, op.owner, expires, released::lock,
+    cleanups_.everywhere(op.hold(), op.owner, expires, released::lock,
                          expecting(op.watch.granted, now_() + std::chrono::milliseconds(validity)));
     finish(slot, {});
     lock_released(key, now_());
     return;
   }
   ++counters_.acquired;
+  ++counters_.granted_by_kind[static_cast<std::size_t>(op.hold_kind)];
   acquire_wait_latency_.record(op.t0 - op.lock.requested_at); // queued before the winning round
   const clock_type::time_point now = now_();
   grant_reply grant;
@@ -125,11 +137,25 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     grant.keep_index = start_keep(slot, validity);
     grant.keep_generation = keeps_.at(grant.keep_index).generation;
   } else {
-    leases_.grant(op.key, {op.owner, expires, now_() + std::chrono::milliseconds(validity),
-                           op.watch.granted, op.lock.fence.proposed(), op.lock.label});
+    leases_.grant(op.key,
+                  {op.owner, expires, now_() + std::chrono::milliseconds(validity),
+                   op.watch.granted, op.lock.fence.proposed(), op.lock.label, op.hold_kind});
   }
   op.watch.drain = true; // grants that come after the reply belong to the lock too
   finish_grant(slot, std::move(grant));
+}
+
+void lock_engine::take_slot(std::uint32_t slot) {
+  // A majority gave the same slot (votes_of): the permit is that slot, and the owner says so.
+  // Masters that gave this attempt another slot release it there (by the attempt's owner, on
+  // whatever slot: a minority hold), so that the slot is free for others.
+  operation& op = slots_[slot];
+  const std::uint32_t others = op.lock.took & ~op.watch.granted;
+  op.owner = tag_owner(op.owner, lock_kind::permit, op.lock.slot);
+  for (std::size_t node = 0; node < node_count_; ++node)
+    if ((others & (std::uint32_t{1} << node)) != 0)
+      cleanups_.on(node, op.hold(), op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
+                   released::attempt);
 }
 
 void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
@@ -146,13 +172,18 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   // config::weakened) releases every attempt as a lock.
   const bool held_majority =
       static_cast<std::size_t>(std::popcount(op.lock.took)) >= quorum(node_count_);
-  cleanups_.everywhere(op.key, op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
-                       cfg_.weakened.publish_on_cleanup || held_majority ? released::lock
+  cleanups_.everywhere(op.hold(), op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
+                       cfg_.weakened.publish_on_cleanup || held_majority ? released::attempt_held
                                                                          : released::attempt,
                        {}, refused);
+  if (op.lock.permits_in_force != 0)
+    // Another n is in force for this semaphore: no wait makes the request right.
+    line = format_error(err_code::permits_mismatch, std::to_string(op.lock.permits_in_force) +
+                                                        " permits are in force for this semaphore");
   const bool busy = line.starts_with("BUSY");
+  const bool error = line.starts_with("ERR");
   const clock_type::time_point now = now_();
-  if (op.lock.queued && op.sink && now < op.lock.wait_until) {
+  if (op.lock.queued && op.sink && now < op.lock.wait_until && !error) {
     // Wait for the holder: at the time its remaining TTL suggests, plus jitter so that daemons
     // sharing the fleet do not collide again; never in a busy loop.
     // A release seen while this attempt was out: the lock may be free now, try again at once.
@@ -176,7 +207,7 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   }
   if (busy)
     ++counters_.busy;
-  else
+  else if (!error)
     ++counters_.noquorum;
   finish(slot, std::move(line));
 }
@@ -190,22 +221,29 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
   if (!op.lock.queued)
     return;
   op.lock.queued = false;
+  if (op.hold_kind == lock_kind::multi)
+    --set_waiters_;
   // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
   if (queues_.leave(op.key, {slot, op.serial}) && wake_next)
     wake_head(op.key, *wake_next);
   // The last waiter here left without the lock: this daemon's entry must not hold other
   // daemons' waiters back (best effort; otherwise it ends with its short life). A grant took it
   // out on the masters that granted.
-  if (!served && op.lock.ticket != 0 && queues_.waiting_on(op.key) == 0)
+  if (!served && op.lock.ticket != 0 && queues_.waiting_on(op.key) == 0 &&
+      traits_of(op.hold_kind).leaves_marks)
     unmark(op.key);
 }
 
 void lock_engine::unmark(const std::string& key) {
+  // A set's waiter is marked on each member's wait mark: one call per mark.
   std::string command;
-  append_unmark(command, script_by::sha, wait_marker(marker_, keys_, key), daemon_id_);
-  for (std::size_t node = 0; node < node_count_; ++node)
-    if (io_.usable(node))
-      io_.send(node, request_tag{request_kind::unmark, 0, 0}, command);
+  for (const std::string_view member : members_of(key)) {
+    command.clear();
+    append_unmark(command, script_by::sha, wait_marker(marker_, keys_, member), daemon_id_);
+    for (std::size_t node = 0; node < node_count_; ++node)
+      if (io_.usable(node))
+        io_.send(node, request_tag{request_kind::unmark, 0, 0}, command);
+  }
 }
 
 void lock_engine::wait_ran_out(std::uint32_t slot) {
@@ -235,6 +273,23 @@ void lock_engine::schedule_retry(std::uint32_t slot, clock_type::time_point when
 }
 
 void lock_engine::lock_released(const std::string& key, clock_type::time_point when) {
+  retry_head(key, when);
+  if (key.find(member_separator) == std::string::npos) {
+    for (const std::string& set : sets_waiting_for(key))
+      retry_head(set, when);
+    return;
+  }
+  // A set: each member is free now, for its own waiters and for other sets that wait for it.
+  for (const std::string_view member : members_of(key)) {
+    const std::string name(member);
+    retry_head(name, when);
+    for (const std::string& set : sets_waiting_for(name))
+      if (set != key)
+        retry_head(set, when);
+  }
+}
+
+void lock_engine::retry_head(const std::string& key, clock_type::time_point when) {
   const auto head = queues_.head(key);
   if (!head)
     return;
@@ -245,9 +300,33 @@ void lock_engine::lock_released(const std::string& key, clock_type::time_point w
     op.lock.woken = true; // its attempt may have been refused by the holder that just left
 }
 
+std::vector<std::string> lock_engine::sets_waiting_for(const std::string& member) const {
+  // Sets leave no wait marks and have no index of their own: their queues are looked through,
+  // and only while some set waits at all.
+  std::vector<std::string> out;
+  if (set_waiters_ == 0)
+    return out;
+  queues_.for_each_head([&](const std::string& key, const wait_queues::waiter&) {
+    if (key.find(member_separator) == std::string::npos)
+      return;
+    for (const std::string_view m : members_of(key))
+      if (m == member) {
+        out.push_back(key);
+        return;
+      }
+  });
+  return out;
+}
+
 void lock_engine::on_released(std::string_view key) {
   wake_key_.assign(key);
-  const auto head = queues_.head(wake_key_);
+  wake_released(wake_key_);
+  for (const std::string& set : sets_waiting_for(wake_key_))
+    wake_released(set);
+}
+
+void lock_engine::wake_released(const std::string& key) {
+  const auto head = queues_.head(key);
   if (!head)
     return; // nobody waits here
   operation& op = slots_[head->slot];
@@ -262,7 +341,7 @@ void lock_engine::on_released(std::string_view key) {
 void lock_engine::on_wake_channel_resumed() {
   // A release may have been published while the channel was down.
   queues_.for_each_head([this](const std::string& key, const wait_queues::waiter&) {
-    lock_released(key, now_() + jitter(default_retry_ms));
+    retry_head(key, now_() + jitter(default_retry_ms));
   });
 }
 
@@ -283,7 +362,11 @@ std::uint32_t lock_engine::start_keep(std::uint32_t slot, std::int64_t validity)
   const std::uint32_t index =
       keeps_.add(op.key, op.owner, op.ttl_ms, now + std::chrono::milliseconds(validity),
                  op.watch.granted, op.lock.fence.proposed(), op.sink, op.seq, hold_until);
-  keeps_.at(index).label = op.lock.label;
+  keep_lock& k = keeps_.at(index);
+  k.label = op.lock.label;
+  k.kind = op.hold_kind;
+  k.permits = op.permits;
+  k.shown = op.lock.shown;
   op.lock.keep_started = true; // the count now belongs to the KEEP lock
   add_deadline(std::min(op.t0 + std::chrono::milliseconds(op.ttl_ms / 3), hold_until), index,
                keeps_.at(index).generation, timer_kind::renew);
@@ -302,6 +385,8 @@ void lock_engine::renew(std::uint32_t index) {
   const std::uint32_t slot = allocate(op_kind::renew, nullptr, 0);
   operation& op = slots_[slot];
   op.key = k.key;
+  op.hold_kind = k.kind;
+  op.permits = k.permits;
   op.owner = k.owner;
   op.ttl_ms = k.ttl_ms;
   op.keep_index = index;
@@ -347,29 +432,36 @@ void lock_engine::lose(std::uint32_t index, std::string_view why) {
   ++counters_.lost;
   log_->warn("KEEP lock on '{}' lost: {}", k.key, why);
   if (k.sink)
-    k.sink->push(format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
-                 k.seq);
+    k.sink->push(format_lost(k.shown, view(k.owner)), k.seq);
   end_keep(index);
 }
 
 void lock_engine::end_keep(std::uint32_t index) {
   keep_lock& k = keeps_.at(index);
   const std::string key = k.key;
-  cleanups_.everywhere(key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms), released::lock,
-                       expecting(k.granted, k.valid_until));
+  cleanups_.everywhere(k.hold(), k.owner, now_() + std::chrono::milliseconds(k.ttl_ms),
+                       released::lock, expecting(k.granted, k.valid_until));
   keeps_.drop(index);
   leases_.delay(key);
   lock_released(key, leases_.delayed_until(key).value_or(now_()));
 }
 
 void lock_engine::on_broken(const std::string& key) {
-  if (const auto index = keeps_.index_of(key)) {
-    lose(*index, "ended by BREAK"); // lock-delayed and its head waiter woken by end_keep
-    return;
+  // BREAK ended the lock key, its shared holders and the semaphore of the same name, and so
+  // every set that held the key.
+  std::vector<std::string> names{key, key + std::string(permits_suffix)};
+  keeps_.for_each([&](const keep_lock& k) {
+    if (k.kind == lock_kind::multi && std::ranges::count(members_of(k.key), key) > 0 &&
+        std::ranges::count(names, k.key) == 0)
+      names.push_back(k.key);
+  });
+  for (const std::string& name : names) {
+    for (const std::uint32_t index : keeps_.all_of(name))
+      lose(index, "ended by BREAK"); // lock-delayed and its head waiter woken by end_keep
+    leases_.forget(name);
+    leases_.delay(name);
+    lock_released(name, leases_.delayed_until(name).value_or(now_()));
   }
-  leases_.forget(key);
-  leases_.delay(key);
-  lock_released(key, leases_.delayed_until(key).value_or(now_()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -389,7 +481,7 @@ void lock_engine::grant_expired(const grant_reply& grant) {
   keep_lock* k = keeps_.live(grant.keep_index, grant.keep_generation);
   if (k == nullptr)
     return;
-  cleanups_.everywhere(k->key, k->owner, now_() + std::chrono::milliseconds(k->ttl_ms),
+  cleanups_.everywhere(k->hold(), k->owner, now_() + std::chrono::milliseconds(k->ttl_ms),
                        released::lock, expecting(k->granted, k->valid_until));
   const std::string key = k->key;
   keeps_.drop(grant.keep_index);
@@ -402,11 +494,9 @@ void lock_engine::shutdown() {
     if (!k.active)
       continue;
     if (k.sink)
-      k.sink->push(
-          format_lost(std::string_view(k.key).substr(cfg_.key_prefix.size()), view(k.owner)),
-          k.seq);
+      k.sink->push(format_lost(k.shown, view(k.owner)), k.seq);
     ++counters_.lost;
-    cleanups_.everywhere(k.key, k.owner, now_() + std::chrono::milliseconds(k.ttl_ms),
+    cleanups_.everywhere(k.hold(), k.owner, now_() + std::chrono::milliseconds(k.ttl_ms),
                          released::lock, expecting(k.granted, k.valid_until));
     keeps_.drop(index);
   }

@@ -12,7 +12,12 @@ bool lock_engine::start_hand_over(std::uint32_t unlock_slot, bool releaser_holds
   const auto head = queues_.head(key);
   hand_over_facts facts;
   facts.releaser_holds = releaser_holds;
-  if (head) {
+  // One script hands a lock to a waiter of the same kind; between kinds (a shared holder and a
+  // writer) the release and the waiter's attempt are two rounds.
+  const auto hands_over = [&](lock_kind kind) {
+    return kind == slots_[unlock_slot].hold_kind && traits_of(kind).hands_over;
+  };
+  if (head && hands_over(slots_[head->slot].hold_kind)) {
     const operation& waiter = slots_[head->slot];
     facts.head_waiting = waiter.phase == op_phase::waiting;
     facts.head_in_time = now_() < waiter.lock.wait_until;

@@ -6,19 +6,33 @@
 
 namespace redlockd {
 
+std::string lock_engine::shown_name(std::string_view name) const {
+  // A hold's name for people: its resource without key_prefix; a semaphore's without the
+  // count key's suffix; a set's resources joined by ','.
+  std::string out;
+  for (std::string_view member : members_of(name)) {
+    member.remove_prefix(std::min(member.size(), cfg_.key_prefix.size()));
+    if (!out.empty())
+      out.push_back(',');
+    out.append(member);
+  }
+  if (out.ends_with(permits_suffix))
+    out.resize(out.size() - permits_suffix.size());
+  return out;
+}
+
 std::vector<held_lock> lock_engine::held_locks() const {
   const clock_type::time_point now = now_();
-  const auto resource = [this](const std::string& key) {
-    return key.substr(std::min(key.size(), cfg_.key_prefix.size()));
-  };
   std::vector<held_lock> out;
   leases_.for_each([&](const std::string& key, const lease& held) {
     if (held.valid_until > now)
-      out.push_back({resource(key), "exclusive", held.label, false, held.fence, held.valid_until});
+      out.push_back({shown_name(key), traits_of(held.kind).name, held.label, false, held.fence,
+                     held.valid_until});
   });
   keeps_.for_each([&](const keep_lock& k) {
     if (k.valid_until > now)
-      out.push_back({resource(k.key), "exclusive", k.label, true, k.fence, k.valid_until});
+      out.push_back(
+          {shown_name(k.key), traits_of(k.kind).name, k.label, true, k.fence, k.valid_until});
   });
   std::sort(out.begin(), out.end(),
             [](const held_lock& a, const held_lock& b) { return a.resource < b.resource; });
@@ -28,7 +42,7 @@ std::vector<held_lock> lock_engine::held_locks() const {
 std::vector<resource_waiters> lock_engine::waiting() const {
   std::vector<resource_waiters> out;
   queues_.for_each_queue([&](const std::string& key, std::size_t waiters) {
-    out.push_back({key.substr(std::min(key.size(), cfg_.key_prefix.size())), waiters});
+    out.push_back({shown_name(key), waiters});
   });
   std::sort(out.begin(), out.end(), [](const resource_waiters& a, const resource_waiters& b) {
     return a.resource < b.resource;

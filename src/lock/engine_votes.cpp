@@ -36,6 +36,10 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_
       const bool granted = acquire->complete && acquire->status == 1;
       if (granted)
         op.lock.took |= node_bit(node);
+      if (granted && acquire->slot)
+        op.lock.slots[node] = static_cast<std::int16_t>(*acquire->slot);
+      if (acquire->complete && acquire->status == 2)
+        op.lock.permits_in_force = acquire->permits_in_force; // judged when the round ends
       const acquire_vote counted = count_acquire(*acquire, fences_, op.lock.fence, op.lock.retry_ms,
                                                  granted ? validity_now(op) : 0);
       if (counted.bad_fence)
@@ -79,7 +83,15 @@ void lock_engine::drain_reply(std::uint32_t slot, std::size_t node, const script
   // The client has its answer: only what the lease and key-loss detection need is read here.
   operation& op = slots_[slot];
   const std::optional<std::int64_t> result = late_result(reply);
-  const bool yes = result == 1;
+  bool yes = result == 1;
+  if (const auto* acquire = std::get_if<acquire_reply>(&reply);
+      yes && acquire != nullptr && acquire->slot && *acquire->slot != op.lock.slot) {
+    // A permit's late grant of another slot than the one a majority gave: a minority hold of
+    // this attempt, released there.
+    yes = false;
+    cleanups_.on(node, op.hold(), op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
+                 released::attempt);
+  }
   if (result == -1 && !skips_key_loss(reply))
     op.watch.missing |= node_bit(node);
   if (yes && op.kind == op_kind::lock)

@@ -45,7 +45,11 @@ std::uint32_t keep_locks::add(const std::string& key, const owner_id& owner, std
   k.fence = fence;
   k.sink = std::move(sink);
   k.seq = seq;
-  by_key_[k.key] = index;
+  k.kind = lock_kind::exclusive;
+  k.permits = 0;
+  k.shown.clear();
+  k.label.clear();
+  by_key_.emplace(k.key, index);
   return index;
 }
 
@@ -53,8 +57,12 @@ void keep_locks::drop(std::uint32_t index) {
   keep_lock& k = locks_[index];
   if (!k.active)
     return;
-  if (const auto it = by_key_.find(k.key); it != by_key_.end() && it->second == index)
-    by_key_.erase(it);
+  const auto [first, last] = by_key_.equal_range(k.key);
+  for (auto it = first; it != last; ++it)
+    if (it->second == index) {
+      by_key_.erase(it);
+      break;
+    }
   k.active = false;
   k.renewing = false;
   unreserve(k.sink.get());
@@ -65,15 +73,19 @@ void keep_locks::drop(std::uint32_t index) {
 
 std::optional<std::uint32_t> keep_locks::index_of(const std::string& key,
                                                   const owner_id& owner) const {
-  const auto it = by_key_.find(key);
-  if (it == by_key_.end() || locks_[it->second].owner != owner)
-    return std::nullopt;
-  return it->second;
+  const auto [first, last] = by_key_.equal_range(key);
+  for (auto it = first; it != last; ++it)
+    if (locks_[it->second].owner == owner)
+      return it->second;
+  return std::nullopt;
 }
 
-std::optional<std::uint32_t> keep_locks::index_of(const std::string& key) const {
-  const auto it = by_key_.find(key);
-  return it == by_key_.end() ? std::nullopt : std::optional(it->second);
+std::vector<std::uint32_t> keep_locks::all_of(const std::string& key) const {
+  std::vector<std::uint32_t> out;
+  const auto [first, last] = by_key_.equal_range(key);
+  for (auto it = first; it != last; ++it)
+    out.push_back(it->second);
+  return out;
 }
 
 keep_lock* keep_locks::live(std::uint32_t index, std::uint32_t generation) {

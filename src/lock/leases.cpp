@@ -5,17 +5,36 @@
 namespace redlockd {
 
 void lease_table::grant(const std::string& key, const lease& granted) {
-  leases_[key] = granted;
+  std::vector<lease>& held = leases_[key];
+  // An exclusive hold (or a set) proves every earlier lease on it over; each attempt's
+  // delayed_until has already seen those that ran out unreleased. Shared holders and permits
+  // live side by side: only those that ran out go, once lock-delay has seen them.
+  if (granted.kind == lock_kind::exclusive || granted.kind == lock_kind::multi) {
+    held.clear();
+  } else if (delay_.count() == 0) {
+    const clock_type::time_point now = now_();
+    std::erase_if(held, [&](const lease& old) { return old.expires <= now; });
+  }
+  held.push_back(granted);
   sweep();
 }
 
 lease* lease_table::find(const std::string& key, const owner_id& owner) {
   const auto it = leases_.find(key);
-  return it != leases_.end() && it->second.owner == owner ? &it->second : nullptr;
+  if (it == leases_.end())
+    return nullptr;
+  for (lease& held : it->second)
+    if (held.owner == owner)
+      return &held;
+  return nullptr;
 }
 
 void lease_table::release(const std::string& key, const owner_id& owner) {
-  if (const auto it = leases_.find(key); it != leases_.end() && it->second.owner == owner)
+  const auto it = leases_.find(key);
+  if (it == leases_.end())
+    return;
+  std::erase_if(it->second, [&](const lease& held) { return held.owner == owner; });
+  if (it->second.empty())
     leases_.erase(it);
 }
 
@@ -30,12 +49,17 @@ std::optional<clock_type::time_point> lease_table::delayed_until(const std::stri
   if (delay_.count() == 0)
     return std::nullopt;
   const clock_type::time_point now = now_();
-  if (const auto ended = leases_.find(key);
-      ended != leases_.end() && ended->second.expires <= now) {
+  if (const auto held = leases_.find(key); held != leases_.end()) {
     // A lease granted here ran out without an UNLOCK: its holder may still be at work.
-    auto& delayed = delays_[key];
-    delayed = std::max(delayed, ended->second.expires + delay_);
-    leases_.erase(ended);
+    std::erase_if(held->second, [&](const lease& ended) {
+      if (ended.expires > now)
+        return false;
+      auto& delayed = delays_[key];
+      delayed = std::max(delayed, ended.expires + delay_);
+      return true;
+    });
+    if (held->second.empty())
+      leases_.erase(held);
   }
   if (const auto delayed = delays_.find(key); delayed != delays_.end()) {
     if (delayed->second > now)
@@ -49,7 +73,9 @@ void lease_table::sweep() {
   if (leases_.size() + delays_.size() < sweep_at_)
     return;
   const clock_type::time_point now = now_();
-  std::erase_if(leases_, [&](const auto& entry) { return entry.second.expires + delay_ <= now; });
+  for (auto& [key, held] : leases_)
+    std::erase_if(held, [&](const lease& one) { return one.expires + delay_ <= now; });
+  std::erase_if(leases_, [](const auto& entry) { return entry.second.empty(); });
   std::erase_if(delays_, [&](const auto& entry) { return entry.second <= now; });
   // Amortised: the next sweep comes when the tables have doubled again.
   sweep_at_ = std::max<std::size_t>(1024, 2 * (leases_.size() + delays_.size()));

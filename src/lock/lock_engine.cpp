@@ -47,11 +47,52 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
                        std::uint64_t seq) {
   const std::uint32_t slot = allocate(op_kind::lock, std::move(sink), seq);
   operation& op = slots_[slot];
-  op.key.assign(cfg_.key_prefix).append(req.resource);
+  const lock_kind kind = req.mode == lock_mode::shared    ? lock_kind::shared
+                         : req.mode == lock_mode::permits ? lock_kind::permit
+                                                          : lock_kind::exclusive;
+  name_hold(op, kind, {&req.resource, 1}, req.permits);
   op.ttl_ms = req.ttl_ms;
-  op.lock.label.assign(req.label.value_or(std::string_view()));
-  op.lock.max_hold_ms = hold_limit(req.max_hold_ms, cfg_.max_hold_ms);
-  if (req.keep) {
+  start_lock(slot, req.keep, req.wait_ms, req.label, req.max_hold_ms);
+}
+
+void lock_engine::mlock(const mlock_request& req, std::shared_ptr<reply_sink> sink,
+                        std::uint64_t seq) {
+  const std::uint32_t slot = allocate(op_kind::lock, std::move(sink), seq);
+  operation& op = slots_[slot];
+  name_hold(op, lock_kind::multi, req.resources, 0);
+  op.ttl_ms = req.ttl_ms;
+  start_lock(slot, req.keep, req.wait_ms, req.label, req.max_hold_ms);
+}
+
+void lock_engine::name_hold(operation& op, lock_kind kind,
+                            std::span<const std::string_view> resources, std::uint32_t permits) {
+  op.hold_kind = kind;
+  op.permits = kind == lock_kind::permit ? permits : 0;
+  op.lock.shown.assign(resources.empty() ? std::string_view() : resources.front());
+  if (kind != lock_kind::multi) {
+    op.key.assign(cfg_.key_prefix).append(op.lock.shown);
+    if (kind == lock_kind::permit)
+      op.key.append(permits_suffix);
+    return;
+  }
+  // A set is named by its member keys in one order, whatever order the client gave.
+  std::vector<std::string_view> sorted(resources.begin(), resources.end());
+  std::sort(sorted.begin(), sorted.end());
+  op.key.clear();
+  for (const std::string_view resource : sorted) {
+    if (!op.key.empty())
+      op.key.push_back(member_separator);
+    op.key.append(cfg_.key_prefix).append(resource);
+  }
+}
+
+void lock_engine::start_lock(std::uint32_t slot, bool keep, std::optional<std::uint64_t> wait_ms,
+                             std::optional<std::string_view> label,
+                             std::optional<std::uint64_t> max_hold_ms) {
+  operation& op = slots_[slot];
+  op.lock.label.assign(label.value_or(std::string_view()));
+  op.lock.max_hold_ms = hold_limit(max_hold_ms, cfg_.max_hold_ms);
+  if (keep) {
     // Counted from the request on; finish() gives it back if no KEEP lock comes of it.
     if (!keeps_.reserve(op.sink.get(), cfg_.max_keep_locks_per_connection)) {
       finish(slot, format_error(err_code::too_many,
@@ -60,16 +101,18 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
     }
     op.lock.keep = true;
   }
-  if (req.wait_ms) {
+  if (wait_ms) {
     if (queues_.total() >= cfg_.max_waiters ||
         queues_.waiting_on(op.key) >= cfg_.max_waiters_per_resource) {
       finish(slot, format_error(err_code::too_many, "too many waiters"));
       return;
     }
     op.lock.queued = true;
-    op.lock.wait_until = op.t0 + std::chrono::milliseconds(*req.wait_ms);
+    op.lock.wait_until = op.t0 + std::chrono::milliseconds(*wait_ms);
     op.lock.last_failure = format_busy(0);
     add_deadline(op.lock.wait_until, slot, op.serial, timer_kind::wait_expiry);
+    if (op.hold_kind == lock_kind::multi)
+      ++set_waiters_;
     if (queues_.join(op.key, {slot, op.serial}))
       try_acquire(slot);
     return;
@@ -86,9 +129,21 @@ void lock_engine::lock(const lock_request& req, std::shared_ptr<reply_sink> sink
 void lock_engine::unlock(const unlock_request& req, std::shared_ptr<reply_sink> sink,
                          std::uint64_t seq) {
   const std::uint32_t slot = allocate(op_kind::unlock, std::move(sink), seq);
+  // The owner says its hold's kind; a set's owner with one resource releases that member.
+  name_hold(slots_[slot], kind_of_owner(req.owner), {&req.resource, 1}, 0);
+  start_unlock(slot, req.owner);
+}
+
+void lock_engine::munlock(const munlock_request& req, std::shared_ptr<reply_sink> sink,
+                          std::uint64_t seq) {
+  const std::uint32_t slot = allocate(op_kind::unlock, std::move(sink), seq);
+  name_hold(slots_[slot], lock_kind::multi, req.resources, 0);
+  start_unlock(slot, req.owner);
+}
+
+void lock_engine::start_unlock(std::uint32_t slot, std::string_view owner) {
   operation& op = slots_[slot];
-  op.key.assign(cfg_.key_prefix).append(req.resource);
-  std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
+  std::copy_n(owner.begin(), op.owner.size(), op.owner.begin());
   op.ttl_ms = 0;
   expect_lease(op);
   const bool held_here = leases_.find(op.key, op.owner) || keeps_.find(op.key, op.owner);
@@ -102,10 +157,21 @@ void lock_engine::unlock(const unlock_request& req, std::shared_ptr<reply_sink> 
 void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> sink,
                          std::uint64_t seq) {
   const std::uint32_t slot = allocate(op_kind::extend, std::move(sink), seq);
+  name_hold(slots_[slot], kind_of_owner(req.owner), {&req.resource, 1}, 0);
+  start_extend(slot, req.owner, req.ttl_ms);
+}
+
+void lock_engine::mextend(const mextend_request& req, std::shared_ptr<reply_sink> sink,
+                          std::uint64_t seq) {
+  const std::uint32_t slot = allocate(op_kind::extend, std::move(sink), seq);
+  name_hold(slots_[slot], lock_kind::multi, req.resources, 0);
+  start_extend(slot, req.owner, req.ttl_ms);
+}
+
+void lock_engine::start_extend(std::uint32_t slot, std::string_view owner, std::uint64_t ttl_ms) {
   operation& op = slots_[slot];
-  op.key.assign(cfg_.key_prefix).append(req.resource);
-  std::copy_n(req.owner.begin(), op.owner.size(), op.owner.begin());
-  op.ttl_ms = req.ttl_ms;
+  std::copy_n(owner.begin(), op.owner.size(), op.owner.begin());
+  op.ttl_ms = ttl_ms;
   expect_lease(op);
   begin_round(slot, op_phase::voting, request_kind::extend);
 }
@@ -253,6 +319,11 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.lock.retry_stamp = op.lock.ticket = 0;
   op.lock.label.clear();
   op.lock.max_hold_ms = 0;
+  op.lock.shown.clear();
+  op.lock.slot = 0;
+  op.lock.permits_in_force = 0;
+  op.hold_kind = lock_kind::exclusive;
+  op.permits = 0;
   op.handing = {};
   op.watch = {};
   op.t0 = now_();
@@ -330,7 +401,7 @@ void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
     op.tally.record(node, vote::failed);
     // A quarantined or unreachable node does not vote, but it must not keep the key either.
     if (kind == request_kind::release || kind == request_kind::hand_over)
-      cleanups_.on(node, op.key, op.owner, now_() + std::chrono::milliseconds(health_.max_ttl()),
+      cleanups_.on(node, op.hold(), op.owner, now_() + std::chrono::milliseconds(health_.max_ttl()),
                    released::lock);
   }
 }
@@ -338,27 +409,34 @@ void lock_engine::send_round(std::uint32_t slot, request_kind kind) {
 void lock_engine::format_round(const operation& op, request_kind kind, script_by by) {
   command_.clear();
   const std::string_view owner = view(op.owner);
+  const lock_kind_traits& row = traits_of(op.hold_kind);
   switch (kind) {
-  case request_kind::acquire: {
-    const std::string_view value = hold_value(value_, owner, op.lock.label);
-    if (op.lock.queued) // a refusal marks that this daemon waits: the release will wake it
-      append_acquire_wait(command_, by, op.key, keys_, value, op.ttl_ms, op.lock.fence.proposed(),
-                          mark_of(op));
-    else
-      append_acquire(command_, by, op.key, keys_, value, op.ttl_ms, op.lock.fence.proposed());
+  case request_kind::acquire:
+  case request_kind::acquire_slot: {
+    acquire_call call{owner,          op.lock.label, op.ttl_ms, op.lock.fence.proposed(),
+                      first_slot(op), nullptr};
+    wait_mark mark;
+    // A refusal marks that this daemon waits (and a writer's leaves its intent, but in the
+    // weakened daemon of the test suite's controls).
+    const bool unmarked = cfg_.unsafe_no_write_intent && op.hold_kind == lock_kind::exclusive;
+    if (op.lock.queued && row.leaves_marks && !unmarked) {
+      mark = mark_of(op);
+      call.mark = &mark;
+    }
+    row.write_acquire(command_, by, op.hold(), keys_, call, value_);
     break;
   }
   case request_kind::release:
-    append_release(command_, by, op.key, owner, keys_, wait_marker(marker_, keys_, op.key),
-                   daemon_id_, true, mark_slack_ms_);
+    row.write_release(command_, by, op.hold(), keys_,
+                      {owner, daemon_id_, true, mark_slack_ms_, false}, marker_);
     break;
   case request_kind::extend:
-    append_extend(command_, by, op.key, keys_, owner, op.ttl_ms);
+    row.write_extend(command_, by, op.hold(), keys_, owner, op.ttl_ms);
     break;
   case request_kind::fence_bump:
     append_fence_bump(command_, by, keys_, op.lock.fence.proposed());
     break;
-  case request_kind::hand_over: { // op is the UNLOCK
+  case request_kind::hand_over: { // op is the UNLOCK (both exclusive: start_hand_over)
     const operation& waiter = slots_[op.handing.waiter_slot];
     append_hand_over(command_, by, op.key, keys_,
                      hold_value(value_, view(waiter.owner), waiter.lock.label), waiter.ttl_ms,
@@ -368,6 +446,17 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   default:
     break;
   }
+}
+
+std::uint32_t lock_engine::first_slot(const operation& op) const {
+  // Concurrent acquirers of one semaphore start on different slots (the owner's random bits
+  // pick), while every master of one attempt starts on the same one.
+  if (op.permits == 0)
+    return 0;
+  std::uint32_t bits = 0;
+  for (std::size_t i = 8; i < 16; ++i)
+    bits = bits * 31 + static_cast<unsigned char>(op.owner[i]);
+  return bits % op.permits;
 }
 
 // `op` is the head of its queue (only heads try).
@@ -388,18 +477,33 @@ std::int64_t lock_engine::validity_now(const operation& op) const {
   return validity_ms(op.ttl_ms, elapsed, cfg_.clock_drift_factor);
 }
 
+const vote_tally& lock_engine::votes_of(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  // A permit's acquire decides by slot: each slot is a mutex, granted by a majority or not.
+  if (op.kind != op_kind::lock || op.phase != op_phase::voting ||
+      traits_of(op.hold_kind).votes != vote_rule::same_slot)
+    return op.tally;
+  slot_tally_ = same_slot_view(op.tally, op.lock.slots, op.lock.slot);
+  // The weakened daemon of the test suite's controls: each master counts permits on its own.
+  if (cfg_.unsafe_count_permits_per_master)
+    return op.tally;
+  return slot_tally_;
+}
+
 void lock_engine::decide(std::uint32_t slot) {
   operation& op = slots_[slot];
-  if ((op.phase != op_phase::voting && op.phase != op_phase::fencing) ||
-      op.tally.state() == vote_tally::outcome::pending)
+  if (op.phase != op_phase::voting && op.phase != op_phase::fencing)
+    return;
+  const vote_tally& tally = votes_of(slot);
+  if (tally.state() == vote_tally::outcome::pending)
     return;
   switch (op.kind) {
   case op_kind::lock: {
-    const bool reached = op.tally.state() == vote_tally::outcome::reached;
+    const bool reached = tally.state() == vote_tally::outcome::reached;
     const std::int64_t validity = reached || op.lock.fence.conflict() ? validity_now(op) : 0;
     decide_lock(slot, op.phase == op_phase::voting
-                          ? judge_acquire(op.tally, op.lock.fence.conflict(), validity)
-                          : judge_fencing(op.tally, op.lock.fence.conflict(), validity));
+                          ? judge_acquire(tally, op.lock.fence.conflict(), validity)
+                          : judge_fencing(tally, op.lock.fence.conflict(), validity));
     return;
   }
   case op_kind::renew:

@@ -4,7 +4,7 @@
 
 namespace redlockd {
 
-std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
+std::uint32_t release_cleanups::add(const hold_target& hold, const owner_id& owner,
                                     clock_type::time_point expires, released what) {
   // Entries are reused rather than freed: their strings keep their capacity.
   std::uint32_t index = 0;
@@ -16,7 +16,9 @@ std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
     free_.pop_back();
   }
   entry& e = entries_[index];
-  e.key.assign(key);
+  e.key.assign(hold.name);
+  e.kind = hold.kind;
+  e.permits = hold.permits;
   e.owner = owner;
   e.expires = expires;
   e.what = what;
@@ -26,10 +28,10 @@ std::uint32_t release_cleanups::add(std::string_view key, const owner_id& owner,
   return index;
 }
 
-void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
+void release_cleanups::everywhere(const hold_target& hold, const owner_id& owner,
                                   clock_type::time_point expires, released what,
                                   const lease_watch& expect, std::uint32_t spared) {
-  const std::uint32_t index = add(key, owner, expires, what);
+  const std::uint32_t index = add(hold, owner, expires, what);
   entries_[index].watch.expect_held = expect.expect_held;
   entries_[index].watch.expect_until = expect.expect_until;
   format(index, script_by::sha); // the same bytes for every node
@@ -44,9 +46,9 @@ void release_cleanups::everywhere(std::string_view key, const owner_id& owner,
   free_if_unused(index);
 }
 
-void release_cleanups::on(std::size_t node, std::string_view key, const owner_id& owner,
+void release_cleanups::on(std::size_t node, const hold_target& hold, const owner_id& owner,
                           clock_type::time_point expires, released what) {
-  const std::uint32_t index = add(key, owner, expires, what);
+  const std::uint32_t index = add(hold, owner, expires, what);
   if (io_.usable(node)) {
     format(index, script_by::sha);
     send(node, index);
@@ -58,10 +60,14 @@ void release_cleanups::on(std::size_t node, std::string_view key, const owner_id
 
 void release_cleanups::format(std::uint32_t index, script_by by) {
   command_.clear();
-  const std::string& key = entries_[index].key;
-  append_release(command_, by, key, view(entries_[index].owner), keys_,
-                 wait_marker(marker_, keys_, key), daemon_id_,
-                 entries_[index].what == released::lock, slack_ms_);
+  const entry& e = entries_[index];
+  release_call call;
+  call.owner = view(e.owner);
+  call.daemon_id = daemon_id_;
+  call.wakes = e.what != released::attempt;
+  call.slack_ms = slack_ms_;
+  call.attempt = e.what != released::lock;
+  traits_of(e.kind).write_release(command_, by, {e.kind, e.key, e.permits}, keys_, call, scratch_);
 }
 
 void release_cleanups::send(std::size_t node, std::uint32_t index) {

@@ -43,6 +43,20 @@ status_verdict decide_status(std::span<const std::optional<std::int64_t>> answer
   return verdict;
 }
 
+std::uint64_t status_count(std::span<const std::optional<std::int64_t>> answers,
+                           std::span<const std::uint64_t> counts) {
+  const std::size_t held_needed = answers.size() - quorum(answers.size()) + 1;
+  std::vector<std::uint64_t> seen;
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    if (answers[i])
+      seen.push_back(counts[i]);
+  if (seen.size() < held_needed)
+    return 0;
+  std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(held_needed - 1),
+                   seen.end(), std::greater<>());
+  return seen[held_needed - 1];
+}
+
 std::string_view status_label(std::span<const std::optional<std::int64_t>> answers,
                               std::span<const std::string> labels) {
   std::string_view best;
@@ -83,6 +97,9 @@ void status_reader::query(const status_request& req, std::shared_ptr<reply_sink>
   q.answers.fill(std::nullopt);
   for (std::string& label : q.labels)
     label.clear();
+  q.readers.fill(0);
+  q.permits_used.fill(0);
+  q.permits.fill(0);
   q.waiting = 0;
   q.sink = std::move(sink);
   q.seq = seq;
@@ -111,57 +128,59 @@ void status_reader::query(const status_request& req, std::shared_ptr<reply_sink>
 }
 
 void status_reader::on_reply(std::size_t node, const request_tag& tag, const script_reply& reply) {
-  std::optional<std::int64_t> pttl;
-  std::string_view label;
+  const pttl_reply* answer = nullptr;
   if (const auto* error = std::get_if<error_reply>(&reply)) {
     const bool first = (warned_ & (std::uint32_t{1} << node)) == 0;
     warned_ |= std::uint32_t{1} << node;
     log_->log(first ? spdlog::level::warn : spdlog::level::debug,
               "node {} answered STATUS's read with an error: {}", cfg_.nodes[node].to_string(),
               error->text);
-  } else if (const auto* answer = std::get_if<pttl_reply>(&reply)) {
-    pttl = answer->ms;
-    label = answer->label;
+  } else {
+    answer = std::get_if<pttl_reply>(&reply);
   }
   if (tag.op < slots_.size() && slots_[tag.op].active &&
       slots_[tag.op].generation == tag.generation)
-    answer_one(tag.op, node, pttl, label);
+    answer_one(tag.op, node, answer);
 }
 
 void status_reader::on_failure(std::size_t node, const request_tag& tag) {
   if (tag.op < slots_.size() && slots_[tag.op].active &&
       slots_[tag.op].generation == tag.generation)
-    answer_one(tag.op, node, std::nullopt);
+    answer_one(tag.op, node, nullptr);
 }
 
-void status_reader::answer_one(std::uint32_t slot, std::size_t node,
-                               std::optional<std::int64_t> pttl, std::string_view label) {
+void status_reader::answer_one(std::uint32_t slot, std::size_t node, const pttl_reply* answer) {
   query_state& q = slots_[slot];
-  q.answers[node] = pttl;
-  q.labels[node].assign(label);
+  q.answers[node] = answer != nullptr ? answer->ms : std::nullopt;
+  q.labels[node].assign(answer != nullptr ? std::string_view(answer->label) : "");
+  q.readers[node] = answer != nullptr ? answer->readers : 0;
+  q.permits_used[node] = answer != nullptr ? answer->permits_used : 0;
+  q.permits[node] = answer != nullptr ? answer->permits : 0;
   if (--q.waiting == 0)
     finish(slot);
 }
 
 void status_reader::finish(std::uint32_t slot) {
   query_state& q = slots_[slot];
-  const auto verdict = decide_status(
-      std::span<const std::optional<std::int64_t>>(q.answers.data(), cfg_.nodes.size()));
+  const std::size_t nodes = cfg_.nodes.size();
+  const std::span<const std::optional<std::int64_t>> answers(q.answers.data(), nodes);
+  const auto verdict = decide_status(answers);
+  status_counts counts;
+  counts.readers = status_count(answers, {q.readers.data(), nodes});
+  counts.permits_used = status_count(answers, {q.permits_used.data(), nodes});
+  counts.permits = *std::max_element(q.permits.begin(), q.permits.begin() + nodes);
   std::string line;
   switch (verdict.outcome) {
   case status_verdict::kind::free:
-    line = format_status_free();
+    line = format_status_free(counts);
     break;
   case status_verdict::kind::held: {
     // Counted from the moment the PTTLs were asked for, with the same allowance for clock drift
     // as a LOCK's validity: a lower bound, never more.
     const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(now_() - q.started);
     const std::int64_t left = validity_ms(verdict.pttl_ms, elapsed, cfg_.clock_drift_factor);
-    const std::size_t nodes = cfg_.nodes.size();
-    line = format_status_held(
-        static_cast<std::uint64_t>(std::max<std::int64_t>(0, left)),
-        status_label(std::span<const std::optional<std::int64_t>>(q.answers.data(), nodes),
-                     std::span<const std::string>(q.labels.data(), nodes)));
+    line = format_status_held(static_cast<std::uint64_t>(std::max<std::int64_t>(0, left)),
+                              status_label(answers, {q.labels.data(), nodes}), counts);
     break;
   }
   case status_verdict::kind::noquorum:

@@ -7,4 +7,17 @@
 -- lib/marks.lua); a refusal marks that this daemon waits, so that a release through any other
 -- daemon publishes a wake-up (release.lua). Answers as acquire does, with a fifth field: the
 -- largest ticket of another daemon waiting here ('0' if none).
-return wait_turn(redis.call('time'), false, 8)
+-- A writer that shared holders refuse leaves a write intent, 'K write-intent', for as long as
+-- it still waits: new shared holds are refused while it lives (lib/shared.lua), so a stream of
+-- readers cannot starve it. Its grant takes the intent out.
+local function try(t)
+  local granted, hint = grant(t)
+  local intent = KEYS[1] .. ' write-intent'
+  if granted then
+    if granted[1] == 1 then redis.call('del', intent) end
+  elseif live_readers(KEYS[1], now_ms(t)) and redis.call('pttl', intent) < tonumber(ARGV[4]) then
+    redis.call('set', intent, '1', 'PX', ARGV[4])
+  end
+  return granted, hint
+end
+return wait_turn(redis.call('time'), false, 8, try)

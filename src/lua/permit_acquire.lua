@@ -1,15 +1,41 @@
+--#include marks
 --#include holds
 --#include permit
 -- permit_acquire: a LOCK ... PERMITS n's attempt on one master (lib/permit.lua).
--- KEYS: semaphore key, fence key, max-TTL key. ARGV: owner (slot 000), ttl ms, proposed token,
--- n, the slot to try first, label ('' none).
--- Granted: {1, previous counter, TIME, slot}. All n held: {0, the shortest TTL among them,
--- TIME}. Another n is in force: {2, that n, TIME}.
+-- KEYS: the semaphore's count key 'S permits' (the semaphore's name in the daemon and on the
+-- wake channel), fence key, max-TTL key, and for a WAIT's attempt the wait mark.
+-- ARGV: owner (slot 000), ttl ms, proposed token, then for a WAIT's attempt acquire_wait's five
+-- more (ms the waiter still waits, the daemon's id, its ticket, slack ms, the ms the next waiter
+-- still waits), then n, the slot to try first, the label ('' none).
+-- Always six fields: {status, counter or hint, TIME, the largest ticket of another daemon
+-- waiting here ('0' for a plain attempt), the slot}. Granted: status 1, the counter before this
+-- grant, the slot taken. All n held: status 0 and the shortest TTL among the slots (a WAIT's
+-- attempt takes its turn among the daemons' waiters as acquire_wait does). Another n is in
+-- force: status 2 and that n. Without a fence register: status -2.
+local waiting = #KEYS == 4
+local x = waiting and 9 or 4
+local n, first, label = ARGV[x], ARGV[x + 1], ARGV[x + 2]
+local semaphore = string.sub(KEYS[1], 1, -9) -- 'S permits' without ' permits'
 local t = redis.call('time')
-if not fence_of(2) then return lost_data(t) end -- the master lost its data (prelude.lua)
-local slot, shortest, stored = permit_acquire(KEYS[1], ARGV[1], ARGV[2], ARGV[6], ARGV[4], ARGV[5])
-if stored then return {2, stored, t[1], t[2]} end
-if not slot then return {0, shortest, t[1], t[2]} end
-local c = raise(2, 3)
-raise(3, 2)
-return {1, c, t[1], t[2], slot}
+local stored = redis.call('get', KEYS[1])
+if stored and stored ~= n then return {2, stored, t[1], t[2], '0', -1} end
+local slot = -1
+local function try(t)
+  return grant_by(t, function()
+    local taken, shortest = permit_acquire(semaphore, ARGV[1], ARGV[2], label, n, first)
+    if not taken then return false, shortest end
+    slot = taken
+    return true
+  end, 2, 3)
+end
+local answer
+if waiting then
+  answer = wait_turn(t, false, 8, try)
+else
+  local hint
+  answer, hint = try(t)
+  answer = answer or {0, hint, t[1], t[2]}
+  answer[5] = '0'
+end
+answer[6] = slot
+return answer

@@ -23,23 +23,56 @@ local function fence_of(k) return redis.call('get', KEYS[k]) end
 -- The answer of a grant on a master that lost its data: {-2, 0, TIME}.
 local function lost_data(t) return {-2, 0, t[1], t[2]} end
 
--- acquire's grant (KEYS: lock key, fence key, max-TTL key; ARGV: owner, ttl ms, proposed token):
--- SET NX PX (SET PX when `replace`: the key is a releasing owner's, handed over) and, when it
--- took, the fence and longest-TTL registers raised in the same step.
--- Returns {1, previous counter, TIME}, lost_data(t) without a fence register, or nil on a
--- refusal. `t` is the master's TIME.
-local function grant(t, replace)
-  local c = fence_of(2)
+-- This master's TIME (redis.call('time')) in whole ms (exact: far below 2^53). Every deadline
+-- of a shared hold is computed from it, never from a client's or a daemon's clock.
+local function now_ms(t) return t[1] * 1000 + math.floor(t[2] / 1000) end
+
+-- Shared (read) holds of lock key K are the members of the sorted set 'K readers', scored by the
+-- master time (ms) at which each expires (src/lua/lib/readers.lua). Whether one is live at
+-- `now`: a reader due exactly now still counts, so a writer never starts on its last ms. A key
+-- with no reader set costs one PTTL (-2: no such key): the exclusive grant's only price for the
+-- other kinds, and a command the ACL of a fleet without shared holds already has.
+local function live_readers(key, now)
+  local set = key .. ' readers'
+  return redis.call('pttl', set) ~= -2 and redis.call('zcount', set, now, '+inf') > 0
+end
+
+-- The longest time a live reader of K has left, in ms (0 without one).
+local function readers_pttl(key, now)
+  local top = redis.call('zrevrange', key .. ' readers', 0, 0, 'withscores')
+  if top[2] and tonumber(top[2]) >= now then return tonumber(top[2]) - now end
+  return 0
+end
+
+-- The grant of every kind, where the fence register KEYS[f] is: `take()` is the kind's own step
+-- (true, or false and how long the holders keep it, in ms); a grant raises the fence to the
+-- proposal (ARGV[3]) and the longest-TTL record KEYS[m] to the TTL (ARGV[2]) in the same step.
+-- Returns {1, previous counter, TIME}, lost_data(t) without a fence register, or nil and the
+-- refusal's hint. `t` is the master's TIME.
+local function grant_by(t, take, f, m)
+  local c = fence_of(f)
   if not c then return lost_data(t) end
-  local set
-  if replace then
-    set = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  else
-    set = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
-  end
-  if set then
-    if less(c, ARGV[3]) then redis.call('set', KEYS[2], ARGV[3]) end
-    raise(3, 2)
-    return {1, c, t[1], t[2]}
-  end
+  local took, hint = take()
+  if not took then return nil, hint end
+  if less(c, ARGV[3]) then redis.call('set', KEYS[f], ARGV[3]) end
+  raise(m, 2)
+  return {1, c, t[1], t[2]}
+end
+
+-- The exclusive lock's grant (KEYS: lock key, fence key, max-TTL key; ARGV: the value (owner,
+-- or owner ' ' label), ttl ms, proposed token): SET NX PX (SET PX when `replace`: the key is a
+-- releasing owner's, handed over), refused while the key is held or live readers hold it.
+local function grant(t, replace)
+  return grant_by(t, function()
+    local key = KEYS[1]
+    if live_readers(key, now_ms(t)) then return false, readers_pttl(key, now_ms(t)) end
+    local set
+    if replace then
+      set = redis.call('set', key, ARGV[1], 'PX', ARGV[2])
+    else
+      set = redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2])
+    end
+    if set then return true end
+    return false, redis.call('pttl', key)
+  end, 2, 3)
 end

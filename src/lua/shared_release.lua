@@ -1,6 +1,18 @@
+--#include marks
 --#include holds
 --#include readers
 --#include shared
 -- shared_release: ends a shared hold (UNLOCK of a shared owner, and the releases nobody waits
--- for). KEYS: lock key. ARGV: owner. 1 if it was held, -1 if it is gone.
-return shared_release(KEYS[1], ARGV[1])
+-- for). KEYS: lock key, wait marker. ARGV: as release.lua's (owner, wake channel, the releasing
+-- daemon's id, '1' for a hold that was granted, slack ms).
+-- 1 if it was held, -1 if it is gone. When the last live reader of a granted hold leaves and
+-- another daemon's head waits for the lock (a writer), that head is woken as release.lua wakes.
+local removed = shared_release(KEYS[1], ARGV[1])
+if removed == 1 and ARGV[4] == '1' then
+  local m = redis.call('get', KEYS[2])
+  if m and not live_readers(KEYS[1], now_ms(redis.call('time'))) then
+    marks()
+    wake(KEYS[2], m, ARGV[3], ARGV[2], ARGV[5])
+  end
+end
+return removed

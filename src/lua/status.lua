@@ -1,11 +1,28 @@
--- status: STATUS's read on one master. KEYS: lock key.
--- {PTTL (-2 no key, -1 no expiry, else ms left), the hold's label ('' if none)}: what follows
--- the owner and a space in the value. The owner never leaves the master. (GET by pcall: a key
--- of another type is held with no label; TYPE would need one more command in the ACL.)
-local p = redis.call('pttl', KEYS[1])
+-- status: STATUS's read on one master. KEYS: lock key K.
+-- {PTTL of what refuses an exclusive LOCK (-2 nothing, -1 no expiry, else ms left: the key's,
+-- or without a key its live shared holders'), the hold's label ('' if none: what follows the
+-- owner and a space in the value), live shared holders, permits in use of the semaphore K, its
+-- n (0: none)}. The owners never leave the master. (GET by pcall: a key of another type is
+-- held with no label; TYPE would need one more command in the ACL.)
+local key = KEYS[1]
+local now = now_ms(redis.call('time'))
+local p = redis.call('pttl', key)
 local label = ''
 if p ~= -2 then
-  local v = redis.pcall('get', KEYS[1])
+  local v = redis.pcall('get', key)
   if type(v) == 'string' then label = string.sub(v, 42) end
 end
-return {p, label}
+local readers = 0
+if redis.call('pttl', key .. ' readers') ~= -2 then
+  readers = redis.call('zcount', key .. ' readers', now, '+inf')
+  if p == -2 and readers > 0 then p = readers_pttl(key, now) end
+end
+local used, n = 0, 0
+local stored = redis.pcall('get', key .. ' permits')
+if type(stored) == 'string' then
+  n = tonumber(stored) or 0
+  for i = 0, n - 1 do
+    if redis.call('pttl', key .. ' permit:' .. i) ~= -2 then used = used + 1 end
+  end
+end
+return {p, label, readers, used, n}

@@ -33,7 +33,7 @@ std::string format_pong(std::optional<std::string_view> word) {
 std::string format_hello(std::string_view version, std::size_t nodes, std::size_t quorum) {
   std::string out = "OK redlockd ";
   out.append(version)
-      .append(" proto=1 nodes=")
+      .append(" proto=1.1 nodes=")
       .append(std::to_string(nodes))
       .append(" quorum=")
       .append(std::to_string(quorum))
@@ -92,15 +92,31 @@ std::string format_lost(std::string_view resource, std::string_view owner) {
   return out;
 }
 
-std::string format_status_free() {
-  return "OK FREE\n";
+namespace {
+
+std::string with_counts(std::string line, const status_counts& counts) {
+  if (counts.readers > 0)
+    line.append(" readers=").append(std::to_string(counts.readers));
+  if (counts.permits_used > 0)
+    line.append(" permits=")
+        .append(std::to_string(counts.permits_used))
+        .append("/")
+        .append(std::to_string(counts.permits));
+  return line + "\n";
 }
 
-std::string format_status_held(std::uint64_t pttl_ms, std::string_view label) {
+} // namespace
+
+std::string format_status_free(const status_counts& counts) {
+  return with_counts("OK FREE", counts);
+}
+
+std::string format_status_held(std::uint64_t pttl_ms, std::string_view label,
+                               const status_counts& counts) {
   std::string line = "OK HELD " + std::to_string(pttl_ms);
   if (!label.empty())
     line.append(" label=").append(label);
-  return line + "\n";
+  return with_counts(std::move(line), counts);
 }
 
 } // namespace redlockd

@@ -34,11 +34,15 @@ std::size_t decimal_digits(std::size_t n) {
 } // namespace
 
 void append_command(std::string& out, std::initializer_list<std::string_view> args) {
-  // The bytes redisFormatCommandArgv produces, written in place: no buffer of its own to
-  // allocate, no printf per argument.
   constexpr std::size_t max_args = 17; // the longest: EVALSHA of hand_over
   if (args.size() > max_args)
     throw std::logic_error("append_command: too many arguments");
+  append_command(out, std::span<const std::string_view>(args.begin(), args.size()));
+}
+
+void append_command(std::string& out, std::span<const std::string_view> args) {
+  // The bytes redisFormatCommandArgv produces, written in place: no buffer of its own to
+  // allocate, no printf per argument.
   std::size_t total = 1 + decimal_digits(args.size()) + 2;
   for (std::string_view arg : args)
     total += 1 + decimal_digits(arg.size()) + 2 + arg.size() + 2;

@@ -62,6 +62,27 @@ acquire_reply decode_acquire(const redisReply& reply, std::size_t rival_at) {
   return out;
 }
 
+// A permit's acquire: always six fields, acquire's four, the rival ticket and the slot.
+acquire_reply decode_acquire_slot(const redisReply& reply) {
+  acquire_reply out;
+  if (array_size(reply) != 6)
+    return out;
+  out.status = as_integer(array_at(reply, 0));
+  out.complete = true;
+  out.time = time_at(reply, 2);
+  out.rival_ticket = counter(array_at(reply, 4)).value_or(0);
+  if (out.status == 1) {
+    out.fence = counter(array_at(reply, 1));
+    if (const auto slot = as_integer(array_at(reply, 5)); slot && *slot >= 0)
+      out.slot = static_cast<std::uint32_t>(*slot);
+  } else if (out.status == 0) {
+    out.holder_pttl = as_integer(array_at(reply, 1)).value_or(0);
+  } else if (out.status == 2) {
+    out.permits_in_force = counter(array_at(reply, 1)).value_or(0);
+  }
+  return out;
+}
+
 hand_over_reply decode_hand_over(const redisReply& reply) {
   hand_over_reply out{decode_acquire(reply, 5), {}};
   out.grant.complete = out.grant.complete && array_size(reply) == 6;
@@ -203,6 +224,8 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   switch (kind) {
   case request_kind::acquire:
     return decode_acquire(reply, 4);
+  case request_kind::acquire_slot:
+    return decode_acquire_slot(reply);
   case request_kind::hand_over:
     return decode_hand_over(reply);
   case request_kind::release:
@@ -219,10 +242,16 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   case request_kind::seed:
   case request_kind::quarantine_mark:
     return seed_reply{as_integer(reply)};
-  case request_kind::status:
-    if (array_size(reply) == 2)
-      return pttl_reply{as_integer(array_at(reply, 0)), std::string(as_string(array_at(reply, 1)))};
-    return pttl_reply{as_integer(reply), {}};
+  case request_kind::status: {
+    if (array_size(reply) != 5)
+      return pttl_reply{as_integer(reply), {}};
+    const auto count = [&](std::size_t i) {
+      return static_cast<std::uint64_t>(
+          std::max<std::int64_t>(0, as_integer(array_at(reply, i)).value_or(0)));
+    };
+    return pttl_reply{as_integer(array_at(reply, 0)), std::string(as_string(array_at(reply, 1))),
+                      count(2), count(3), count(4)};
+  }
   case request_kind::list_step:
     return decode_list_step(reply);
   default:

@@ -191,11 +191,14 @@ void client_session::handle_line(std::string_view line) {
   // LOCK, UNLOCK and EXTEND replies are counted by outcome when they are written.
   const request& req_variant = std::get<request>(parsed);
   if (pending_reply* slot = reply_slot(seq)) {
-    if (std::holds_alternative<lock_request>(req_variant))
+    if (std::holds_alternative<lock_request>(req_variant) ||
+        std::holds_alternative<mlock_request>(req_variant))
       slot->counted = result_op::lock;
-    else if (std::holds_alternative<unlock_request>(req_variant))
+    else if (std::holds_alternative<unlock_request>(req_variant) ||
+             std::holds_alternative<munlock_request>(req_variant))
       slot->counted = result_op::unlock;
-    else if (std::holds_alternative<extend_request>(req_variant))
+    else if (std::holds_alternative<extend_request>(req_variant) ||
+             std::holds_alternative<mextend_request>(req_variant))
       slot->counted = result_op::extend;
   }
   try {
@@ -218,25 +221,26 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
           deliver(seq, context_.hello_line);
         } else if constexpr (std::is_same_v<type, auth_request>) {
           handle_auth(seq, req.secret);
-        } else if constexpr (std::is_same_v<type, lock_request>) {
-          if (req.mode != lock_mode::exclusive) {
-            // Parsed (protocol v1.1) but not served by the engine yet: answered as v1 did.
-            deliver(seq, format_error(err_code::syntax,
-                                      "unknown LOCK option; expected WAIT <ms>, KEEP, LABEL "
-                                      "<label> or MAXHOLD <ms>"));
-            return;
-          }
+        } else if constexpr (std::is_same_v<type, lock_request> ||
+                             std::is_same_v<type, mlock_request>) {
           if (context_.shutting_down) {
             deliver(seq, format_error(err_code::shutting_down, "the daemon is stopping"));
             return;
           }
           if (req.wait_ms || req.keep)
             used_engine_state_ = true;
-          context_.engine.lock(req, shared_from_this(), seq);
+          if constexpr (std::is_same_v<type, lock_request>)
+            context_.engine.lock(req, shared_from_this(), seq);
+          else
+            context_.engine.mlock(req, shared_from_this(), seq);
         } else if constexpr (std::is_same_v<type, unlock_request>) {
           context_.engine.unlock(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, munlock_request>) {
+          context_.engine.munlock(req, shared_from_this(), seq);
         } else if constexpr (std::is_same_v<type, extend_request>) {
           context_.engine.extend(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, mextend_request>) {
+          context_.engine.mextend(req, shared_from_this(), seq);
         } else if constexpr (std::is_same_v<type, status_request>) {
           if (context_.status == nullptr)
             deliver(seq, format_error(err_code::internal, "STATUS is not available"));
@@ -255,8 +259,7 @@ void client_session::dispatch(std::uint64_t seq, const request& parsed) {
         } else if constexpr (std::is_same_v<type, break_request>) {
           handle_break(seq, req);
         } else {
-          // MLOCK, MUNLOCK, MEXTEND: parsed (protocol v1.1) but not served yet.
-          deliver(seq, format_error(err_code::unknown_command, "unknown command"));
+          static_assert(std::is_same_v<type, break_request>, "every request is served");
         }
       },
       parsed);

@@ -158,7 +158,7 @@ TEST_CASE("redlockd --listen overrides the file's listen address", "[integration
   }
   REQUIRE(up);
   line_client c(port);
-  CHECK(c.request("HELLO") == "OK redlockd " REDLOCKD_VERSION " proto=1 nodes=5 quorum=3");
+  CHECK(c.request("HELLO") == "OK redlockd " REDLOCKD_VERSION " proto=1.1 nodes=5 quorum=3");
   CHECK_THROWS_AS(line_client(file_port), std::system_error); // nothing on the file's port
   CHECK(daemon.terminate(30s) == 0); // SIGTERM: a clean exit, LeakSanitizer's check included
   CHECK(sanitizer_report(read_file(dir.path() / "redlockd.log")).empty());
@@ -178,7 +178,7 @@ TEST_CASE("redlockd --nodes overrides the file's nodes", "[integration]") {
                         fleet.address(0) + "," + fleet.address(1) + "," + fleet.address(2)};
   daemon_process daemon(options);
   line_client c(daemon.port());
-  CHECK(c.request("HELLO") == "OK redlockd " REDLOCKD_VERSION " proto=1 nodes=3 quorum=2");
+  CHECK(c.request("HELLO") == "OK redlockd " REDLOCKD_VERSION " proto=1.1 nodes=3 quorum=2");
   const auto info = daemon.info();
   CHECK(info.at("nodes").size() == 3);
   CHECK(count_nodes_in_state(info, fleet.addresses(), "ok") == 3);

@@ -34,7 +34,7 @@ TEST_CASE("PING, HELLO and INFO answer per the contract", "[integration]") {
 
   CHECK(c.request("PING") == "PONG");
   CHECK(c.request("PING hello") == "PONG hello");
-  CHECK(c.request("HELLO") == "OK redlockd " + version + " proto=1 nodes=5 quorum=3");
+  CHECK(c.request("HELLO") == "OK redlockd " + version + " proto=1.1 nodes=5 quorum=3");
 
   const auto reply = c.request("INFO");
   REQUIRE(starts_with(reply, "OK {"));

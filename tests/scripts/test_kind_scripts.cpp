@@ -70,8 +70,15 @@ redis_reply shared_lock(const master& m, const std::string& owner, long long ttl
 redis_reply permit(const master& m, const std::string& owner, long long ttl, int n, int first = 0,
                    const std::string& label = "") {
   return m.eval(
-      script::permit_acquire, {"s", fence, max_ttl},
+      script::permit_acquire, {"s permits", fence, max_ttl},
       {owner, std::to_string(ttl), "100", std::to_string(n), std::to_string(first), label});
+}
+
+// A permit's release as the daemon sends it (release.lua's layout); with `n`, the cleanup of a
+// failed attempt whose slot is unknown.
+redis_reply permit_release(const master& m, const std::string& owner, const std::string& n = "") {
+  return m.eval(script::permit_release, {"s permits", "redlockd:fence:waiting:s permits"},
+                {owner, "redlockd:fence:wake", "daemon", "1", "200", n});
 }
 
 redis_reply multi_lock(const master& m, const std::string& owner,
@@ -130,6 +137,66 @@ TEST_CASE("a shared hold is refused by an exclusive holder and by a waiting writ
   CHECK(field(refused, 1) > 2000);
 }
 
+TEST_CASE("an exclusive grant is refused by live readers, and a waiting writer leaves its intent",
+          "[scripts][shared]") {
+  master m;
+  shared_lock(m, reader_a, 4000);
+  // A try-lock: refused, with the readers' time left as the hint; no intent left behind.
+  const auto plain = m.eval(script::acquire, {"r", fence, max_ttl}, {"writer-1", "5000", "7"});
+  CHECK(field(plain, 0) == 0);
+  CHECK(field(plain, 1) > 3000);
+  CHECK(m.get("r") == "(nil)");
+  CHECK(m.pttl("r write-intent") == -2);
+  // A LOCK ... WAIT's attempt: refused, and its intent lives as long as it still waits.
+  const std::string marker = "redlockd:fence:waiting:r";
+  const auto waiting = [&](const std::string& owner) {
+    return m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+                  {owner, "5000", "8", "2500", "d1d1d1d1d1d1d1d1", "8", "200", "0"});
+  };
+  CHECK(field(waiting("writer-2"), 0) == 0);
+  CHECK(m.pttl("r write-intent") > 2000);
+  // New readers are refused now; the reader already in keeps its hold.
+  CHECK(field(shared_lock(m, reader_b, 1000), 0) == 0);
+  CHECK(m.run({"ZSCORE", "r readers", reader_a}).type == redis_reply::kind::string);
+  // The last reader leaves: the writer is granted and takes its intent out.
+  m.run({"ZREM", "r readers", reader_a});
+  CHECK(field(waiting("writer-2"), 0) == 1);
+  CHECK(m.get("r") == "writer-2");
+  CHECK(m.pttl("r write-intent") == -2);
+}
+
+TEST_CASE("the last reader's release wakes another daemon's waiting writer, and a permit's release "
+          "wakes the semaphore's",
+          "[scripts][shared][permit]") {
+  master m;
+  const std::string marker = "redlockd:fence:waiting:r";
+  shared_lock(m, reader_a, 4000);
+  shared_lock(m, reader_b, 4000);
+  // Daemon d2's writer waits: refused, it marks r.
+  m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+         {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
+  REQUIRE(m.get(marker) != "(nil)");
+  const auto release = [&](const std::string& owner) {
+    return m.eval(script::shared_release, {"r", marker},
+                  {owner, "redlockd:fence:wake", "d1d1d1d1d1d1d1d1", "1", "200"});
+  };
+  CHECK(release(reader_a).integer == 1);
+  CHECK(m.run({"INFO", "commandstats"}).str.find("cmdstat_publish") == std::string::npos);
+  CHECK(release(reader_b).integer == 1); // the last one: the writer is woken
+  CHECK(m.run({"INFO", "commandstats"}).str.find("cmdstat_publish:calls=1") != std::string::npos);
+
+  // A permit: daemon d2's waiter marks 's permits'; a release through d1 wakes it.
+  const std::string semaphore_marker = "redlockd:fence:waiting:s permits";
+  permit(m, permit_a, 4000, 1);
+  const auto waiter =
+      m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
+             {permit_b, "4000", "9", "2500", "d2d2d2d2d2d2d2d2", "9", "200", "0", "1", "0", ""});
+  CHECK(field(waiter, 0) == 0);
+  REQUIRE(m.get(semaphore_marker) != "(nil)");
+  CHECK(permit_release(m, permit_a).integer == 1);
+  CHECK(m.run({"INFO", "commandstats"}).str.find("cmdstat_publish:calls=2") != std::string::npos);
+}
+
 TEST_CASE("readers expire by the master's clock (R1)", "[scripts][shared]") {
   master m;
   shared_lock(m, reader_a, 60); // its own score: now + 60 by the master's TIME
@@ -176,10 +243,10 @@ TEST_CASE("permits are slots: n holders at most, each slot in the owner", "[scri
   master m;
   const auto a = permit(m, permit_a, 5000, 2, 1);
   CHECK(field(a, 0) == 1);
-  CHECK(field(a, 4) == 1); // the first slot it tried
+  CHECK(field(a, 5) == 1); // the first slot it tried
   CHECK(m.get("s permit:1") == "00002001aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
   const auto b = permit(m, permit_b, 3000, 2, 1, "job:9");
-  CHECK(field(b, 4) == 0); // slot 1 taken: the next in turn
+  CHECK(field(b, 5) == 0); // slot 1 taken: the next in turn
   CHECK(m.get("s permit:0") == "00002000bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb job:9");
   const auto c = permit(m, permit_c, 1000, 2);
   CHECK(field(c, 0) == 0);
@@ -208,16 +275,16 @@ TEST_CASE("permit release and extension go by the owner's slot", "[scripts][perm
   permit(m, permit_b, 5000, 3);
   const std::string a0 = "00002000aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
   const std::string b1 = "00002001bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
-  CHECK(field(m.eval(script::permit_extend, {"s", max_ttl}, {b1, "9000"}), 0) == 1);
+  CHECK(field(m.eval(script::permit_extend, {"s permits", max_ttl}, {b1, "9000"}), 0) == 1);
   CHECK(m.pttl("s permit:1") > 8000);
   CHECK(m.pttl("s permits") > 8000);
   // The wrong slot: another owner holds slot 0 for a's random part with slot 1.
   const std::string a1 = "00002001aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-  CHECK(field(m.eval(script::permit_extend, {"s", max_ttl}, {a1, "9000"}), 0) == 0);
-  CHECK(m.eval(script::permit_release, {"s"}, {a1}).integer == 0);
-  CHECK(m.eval(script::permit_release, {"s"}, {a0}).integer == 1);
-  CHECK(m.eval(script::permit_release, {"s"}, {a0}).integer == -1);
-  CHECK(field(m.eval(script::permit_extend, {"s", max_ttl}, {a0, "9000"}), 0) == -1);
+  CHECK(field(m.eval(script::permit_extend, {"s permits", max_ttl}, {a1, "9000"}), 0) == 0);
+  CHECK(permit_release(m, a1).integer == 0);
+  CHECK(permit_release(m, a0).integer == 1);
+  CHECK(permit_release(m, a0).integer == -1);
+  CHECK(field(m.eval(script::permit_extend, {"s permits", max_ttl}, {a0, "9000"}), 0) == -1);
   CHECK(m.run({"EXISTS", "s permit:0"}).integer == 0); // never re-created (R4)
 }
 
@@ -226,10 +293,10 @@ TEST_CASE("a failed permit attempt is undone on whatever slot it took", "[script
   permit(m, permit_a, 5000, 4, 2);
   permit(m, permit_b, 5000, 4, 2);
   // The daemon knows the attempt's owner (slot 000) but not which slot this master chose.
-  CHECK(m.eval(script::permit_release, {"s"}, {permit_a, "4"}).integer == 1);
+  CHECK(permit_release(m, permit_a, "4").integer == 1);
   CHECK(m.run({"EXISTS", "s permit:2"}).integer == 0);
   CHECK(m.get("s permit:3") == "00002003bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
-  CHECK(m.eval(script::permit_release, {"s"}, {permit_a, "4"}).integer == 0); // idempotent
+  CHECK(permit_release(m, permit_a, "4").integer == 0); // idempotent
 }
 
 TEST_CASE("several resources are taken all or nothing", "[scripts][multi]") {

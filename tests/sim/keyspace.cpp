@@ -1,7 +1,12 @@
 #include "keyspace.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 namespace redlockd::sim {
@@ -136,8 +141,9 @@ void cmd_set(command_context& ctx, std::span<const std::string_view> argv, reply
   }
   const std::int64_t kept = keep_ttl && existing != nullptr ? existing->expires_at : -1;
   stored& value = existing != nullptr ? *existing : ctx.keys.create(argv[1]);
-  value.kind = stored::type::string;
+  value.kind = stored::type::string; // SET replaces a value of any type
   value.fields.clear();
+  value.members.clear();
   value.text.assign(argv[2]);
   value.expires_at = ttl_ms ? ctx.now_ms + *ttl_ms : kept;
   out.status("OK");
@@ -312,15 +318,460 @@ void cmd_hincrby(command_context& ctx, std::span<const std::string_view> argv, r
 }
 
 // ---------------------------------------------------------------------------------------------
+// Sorted sets, as Redis 7.0 (t_zset.c) parses, orders and answers them
+
+// Redis 7.0 creates a set as a listpack unless its first member is longer than 64 bytes, and
+// turns it into a skiplist for good when a 129th member or a longer one comes
+// (zset-max-listpack-entries and -value). Nothing a client sees tells them apart but one
+// thing: a listpack keeps a score of -0 as the integer 0, a skiplist keeps -0.
+constexpr std::size_t listpack_max_entries = 128;
+constexpr std::size_t listpack_max_member = 64;
+
+void not_float(reply_writer& out) {
+  out.error("ERR value is not a valid float");
+}
+void bad_range(reply_writer& out) {
+  out.error("ERR min or max is not a float");
+}
+void syntax_error(reply_writer& out) {
+  out.error("ERR syntax error");
+}
+// What Redis has and the model leaves out answers loudly instead of differently.
+void not_modelled(reply_writer& out, std::string_view what) {
+  out.error("ERR redlockd-sim does not model " + std::string(what));
+}
+
+// A score as ZADD reads it (getDoubleFromObject): strtod over the whole text, no leading space,
+// no NaN, no overflow or underflow to zero; "inf", "-inf" and "+inf" are scores.
+std::optional<double> score_of(std::string_view text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) != 0)
+    return std::nullopt;
+  const std::string copy(text);
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size() || std::isnan(value) ||
+      (errno == ERANGE && (value == HUGE_VAL || value == -HUGE_VAL || value == 0)))
+    return std::nullopt;
+  return value;
+}
+
+// A score interval as ZCOUNT, ZRANGEBYSCORE and ZREMRANGEBYSCORE read it (zslParseRange): each
+// bound is strtod up to the end of the C string, exclusive when prefixed with '('.
+struct score_range {
+  double min = 0;
+  double max = 0;
+  bool min_exclusive = false;
+  bool max_exclusive = false;
+
+  bool above_min(double score) const { return min_exclusive ? score > min : score >= min; }
+  bool below_max(double score) const { return max_exclusive ? score < max : score <= max; }
+};
+
+bool bound_of(std::string_view text, double& value, bool& exclusive) {
+  const std::string copy(text);
+  const char* from = copy.c_str();
+  exclusive = *from == '(';
+  if (exclusive)
+    ++from;
+  char* end = nullptr;
+  value = std::strtod(from, &end);
+  return *end == '\0' && !std::isnan(value);
+}
+
+std::optional<score_range> range_of(std::string_view min, std::string_view max) {
+  score_range range;
+  if (!bound_of(min, range.min, range.min_exclusive) ||
+      !bound_of(max, range.max, range.max_exclusive))
+    return std::nullopt;
+  return range;
+}
+
+// A score as Redis replies it in RESP2 (addReplyDouble): "inf", "-inf", else %.17g.
+void score_reply(double score, reply_writer& out) {
+  if (std::isinf(score)) {
+    out.bulk(score > 0 ? "inf" : "-inf");
+    return;
+  }
+  char text[32];
+  const int size = std::snprintf(text, sizeof text, "%.17g", score);
+  out.bulk({text, static_cast<std::size_t>(size)});
+}
+
+// A sorted set of `key`, or nullptr; `wrong` is set when the key holds another type.
+stored* zset_at(command_context& ctx, std::string_view key, bool& wrong) {
+  stored* value = ctx.keys.find(key, ctx.now_ms);
+  wrong = value != nullptr && value->kind != stored::type::zset;
+  return wrong ? nullptr : value;
+}
+
+std::vector<zset_entry>::iterator member_of(stored& set, std::string_view member) {
+  return std::find_if(set.members.begin(), set.members.end(),
+                      [&](const zset_entry& e) { return e.member == member; });
+}
+
+void insert_member(stored& set, double score, std::string_view member) {
+  if (set.listpack && score == 0)
+    score = 0; // -0 too: a listpack stores an integral score as an integer
+  const auto at = std::lower_bound(
+      set.members.begin(), set.members.end(), std::pair{score, member},
+      [](const zset_entry& e, const std::pair<double, std::string_view>& p) {
+        return e.score < p.first || (e.score == p.first && std::string_view(e.member) < p.second);
+      });
+  set.members.insert(at, zset_entry{score, std::string(member)});
+}
+
+// ZADD key [NX|XX] [GT|LT] [CH] score member [score member ...] (INCR is not modelled)
+void cmd_zadd(command_context& ctx, std::span<const std::string_view> argv, reply_writer& out) {
+  bool nx = false;
+  bool xx = false;
+  bool gt = false;
+  bool lt = false;
+  bool ch = false;
+  bool incr = false;
+  std::size_t first = 2; // the first score
+  for (; first < argv.size(); ++first) {
+    const std::string_view option = argv[first];
+    if (equals_nocase(option, "nx"))
+      nx = true;
+    else if (equals_nocase(option, "xx"))
+      xx = true;
+    else if (equals_nocase(option, "ch"))
+      ch = true;
+    else if (equals_nocase(option, "incr"))
+      incr = true;
+    else if (equals_nocase(option, "gt"))
+      gt = true;
+    else if (equals_nocase(option, "lt"))
+      lt = true;
+    else
+      break;
+  }
+  const std::size_t elements = argv.size() - first;
+  if (elements == 0 || elements % 2 != 0) {
+    syntax_error(out);
+    return;
+  }
+  if (xx && nx) {
+    out.error("ERR XX and NX options at the same time are not compatible");
+    return;
+  }
+  if ((gt && nx) || (lt && nx) || (gt && lt)) {
+    out.error("ERR GT, LT, and/or NX options at the same time are not compatible");
+    return;
+  }
+  if (incr && elements > 2) {
+    out.error("ERR INCR option supports a single increment-element pair");
+    return;
+  }
+  if (incr) {
+    not_modelled(out, "ZADD INCR");
+    return;
+  }
+  // Every score is read before anything changes: the command runs whole or not at all.
+  for (std::size_t i = first; i < argv.size(); i += 2)
+    if (!score_of(argv[i])) {
+      not_float(out);
+      return;
+    }
+  bool wrong = false;
+  stored* set = zset_at(ctx, argv[1], wrong);
+  if (wrong) {
+    wrong_type(out);
+    return;
+  }
+  if (set == nullptr) {
+    if (xx) {
+      out.integer(0);
+      return;
+    }
+    set = &ctx.keys.create(argv[1]);
+    set->kind = stored::type::zset;
+    set->listpack = argv[first + 1].size() <= listpack_max_member;
+  }
+  std::int64_t added = 0;
+  std::int64_t updated = 0;
+  for (std::size_t i = first; i < argv.size(); i += 2) {
+    const double score = *score_of(argv[i]);
+    const std::string_view member = argv[i + 1];
+    if (const auto it = member_of(*set, member); it != set->members.end()) {
+      if (nx || (lt && score >= it->score) || (gt && score <= it->score) || score == it->score)
+        continue;
+      set->members.erase(it);
+      insert_member(*set, score, member);
+      ++updated;
+    } else if (!xx) {
+      if (set->members.size() + 1 > listpack_max_entries || member.size() > listpack_max_member)
+        set->listpack = false;
+      insert_member(*set, score, member);
+      ++added;
+    }
+  }
+  out.integer(ch ? added + updated : added);
+}
+
+void cmd_zrem(command_context& ctx, std::span<const std::string_view> argv, reply_writer& out) {
+  bool wrong = false;
+  stored* set = zset_at(ctx, argv[1], wrong);
+  if (wrong) {
+    wrong_type(out);
+    return;
+  }
+  std::int64_t removed = 0;
+  for (std::size_t i = 2; set != nullptr && i < argv.size(); ++i) {
+    if (const auto it = member_of(*set, argv[i]); it != set->members.end()) {
+      set->members.erase(it);
+      ++removed;
+    }
+    if (set->members.empty()) {
+      ctx.keys.erase(argv[1]); // Redis deletes an emptied set
+      set = nullptr;
+    }
+  }
+  out.integer(removed);
+}
+
+void cmd_zcard(command_context& ctx, std::span<const std::string_view> argv, reply_writer& out) {
+  bool wrong = false;
+  const stored* set = zset_at(ctx, argv[1], wrong);
+  if (wrong)
+    wrong_type(out);
+  else
+    out.integer(set ? static_cast<std::int64_t>(set->members.size()) : 0);
+}
+
+void cmd_zscore(command_context& ctx, std::span<const std::string_view> argv, reply_writer& out) {
+  bool wrong = false;
+  stored* set = zset_at(ctx, argv[1], wrong);
+  if (wrong) {
+    wrong_type(out);
+    return;
+  }
+  if (set == nullptr) {
+    out.nil();
+    return;
+  }
+  if (const auto it = member_of(*set, argv[2]); it != set->members.end())
+    score_reply(it->score, out);
+  else
+    out.nil();
+}
+
+void cmd_zcount(command_context& ctx, std::span<const std::string_view> argv, reply_writer& out) {
+  const auto range = range_of(argv[2], argv[3]);
+  if (!range) {
+    bad_range(out);
+    return;
+  }
+  bool wrong = false;
+  const stored* set = zset_at(ctx, argv[1], wrong);
+  if (wrong) {
+    wrong_type(out);
+    return;
+  }
+  std::int64_t count = 0;
+  if (set != nullptr)
+    for (const zset_entry& e : set->members)
+      if (range->above_min(e.score) && range->below_max(e.score))
+        ++count;
+  out.integer(count);
+}
+
+void cmd_zremrangebyscore(command_context& ctx, std::span<const std::string_view> argv,
+                          reply_writer& out) {
+  const auto range = range_of(argv[2], argv[3]);
+  if (!range) {
+    bad_range(out);
+    return;
+  }
+  bool wrong = false;
+  stored* set = zset_at(ctx, argv[1], wrong);
+  if (wrong) {
+    wrong_type(out);
+    return;
+  }
+  std::int64_t removed = 0;
+  if (set != nullptr) {
+    removed = static_cast<std::int64_t>(std::erase_if(set->members, [&](const zset_entry& e) {
+      return range->above_min(e.score) && range->below_max(e.score);
+    }));
+    if (set->members.empty())
+      ctx.keys.erase(argv[1]); // Redis deletes an emptied set
+  }
+  out.integer(removed);
+}
+
+// ZRANGE, ZREVRANGE, ZRANGEBYSCORE and ZREVRANGEBYSCORE share one parser, as in Redis 7.0
+// (zrangeGenericCommand): the options first, then the range, then the key.
+enum class range_by : std::uint8_t { unset, rank, score, lex };
+enum class range_order : std::uint8_t { unset, forward, reverse };
+
+void zrange(command_context& ctx, std::span<const std::string_view> argv, reply_writer& out,
+            range_by by, range_order order) {
+  bool with_scores = false;
+  std::int64_t offset = 0;
+  std::int64_t limit = -1; // Redis's "no LIMIT", so LIMIT 0 -1 counts as none
+  for (std::size_t i = 4; i < argv.size(); ++i) {
+    const std::string_view option = argv[i];
+    if (equals_nocase(option, "withscores")) {
+      with_scores = true;
+    } else if (equals_nocase(option, "limit") && argv.size() - i - 1 >= 2) {
+      const auto from = integer_of(argv[i + 1]);
+      const auto count = integer_of(argv[i + 2]);
+      if (!from || !count) {
+        not_integer(out);
+        return;
+      }
+      offset = *from;
+      limit = *count;
+      i += 2;
+    } else if (order == range_order::unset && equals_nocase(option, "rev")) {
+      order = range_order::reverse;
+    } else if (by == range_by::unset && equals_nocase(option, "bylex")) {
+      by = range_by::lex;
+    } else if (by == range_by::unset && equals_nocase(option, "byscore")) {
+      by = range_by::score;
+    } else {
+      syntax_error(out);
+      return;
+    }
+  }
+  if (order == range_order::unset)
+    order = range_order::forward;
+  if (by == range_by::unset)
+    by = range_by::rank;
+  if (limit != -1 && by == range_by::rank) {
+    out.error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or "
+              "BYLEX");
+    return;
+  }
+  if (with_scores && by == range_by::lex) {
+    out.error("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+    return;
+  }
+  const bool reverse = order == range_order::reverse;
+  // A reversed range by score is given as max, then min.
+  const std::string_view low = reverse && by != range_by::rank ? argv[3] : argv[2];
+  const std::string_view high = reverse && by != range_by::rank ? argv[2] : argv[3];
+  std::optional<std::int64_t> start;
+  std::optional<std::int64_t> stop;
+  std::optional<score_range> range;
+  if (by == range_by::rank) {
+    start = integer_of(low);
+    stop = integer_of(high);
+    if (!start || !stop) {
+      not_integer(out);
+      return;
+    }
+  } else if (by == range_by::score) {
+    range = range_of(low, high);
+    if (!range) {
+      bad_range(out);
+      return;
+    }
+  } else {
+    not_modelled(out, "ZRANGE BYLEX");
+    return;
+  }
+  bool wrong = false;
+  const stored* set = zset_at(ctx, argv[1], wrong);
+  if (wrong) {
+    wrong_type(out);
+    return;
+  }
+  if (set == nullptr) {
+    out.array(0);
+    return;
+  }
+  const auto length = static_cast<std::int64_t>(set->members.size());
+  // The reply is `count` members from the `first`-th in the order asked for (0: the lowest
+  // score forward, the highest reversed).
+  std::int64_t first = 0;
+  std::int64_t count = 0;
+  if (by == range_by::rank) {
+    // genericZrangebyrankCommand: negative indexes count from the end; clamped to the set.
+    std::int64_t from = *start < 0 ? length + *start : *start;
+    std::int64_t to = *stop < 0 ? length + *stop : *stop;
+    from = std::max<std::int64_t>(from, 0);
+    to = std::min(to, length - 1);
+    if (from <= to && from < length) {
+      first = from;
+      count = to - from + 1;
+    }
+  } else {
+    // genericZrangebyscoreCommand: the members in range, then OFFSET skipped (a negative one
+    // skips everything) and at most LIMIT kept (a negative one keeps all).
+    std::int64_t in_range = 0;
+    std::int64_t before = 0; // members before the range, in the order asked for
+    for (std::int64_t i = 0; i < length; ++i) {
+      const double score =
+          set->members[static_cast<std::size_t>(reverse ? length - 1 - i : i)].score;
+      if (range->above_min(score) && range->below_max(score))
+        ++in_range;
+      else if (in_range == 0)
+        ++before;
+    }
+    if (offset >= 0 && offset < in_range) {
+      first = before + offset;
+      count = limit < 0 ? in_range - offset : std::min(limit, in_range - offset);
+    }
+  }
+  out.array(static_cast<std::size_t>(count) * (with_scores ? 2 : 1));
+  for (std::int64_t i = first; i < first + count; ++i) {
+    const zset_entry& e = set->members[static_cast<std::size_t>(reverse ? length - 1 - i : i)];
+    out.bulk(e.member);
+    if (with_scores)
+      score_reply(e.score, out);
+  }
+}
+
+void cmd_zrange(command_context& ctx, std::span<const std::string_view> argv, reply_writer& out) {
+  zrange(ctx, argv, out, range_by::unset, range_order::unset);
+}
+void cmd_zrevrange(command_context& ctx, std::span<const std::string_view> argv,
+                   reply_writer& out) {
+  zrange(ctx, argv, out, range_by::rank, range_order::reverse);
+}
+void cmd_zrangebyscore(command_context& ctx, std::span<const std::string_view> argv,
+                       reply_writer& out) {
+  zrange(ctx, argv, out, range_by::score, range_order::forward);
+}
+void cmd_zrevrangebyscore(command_context& ctx, std::span<const std::string_view> argv,
+                          reply_writer& out) {
+  zrange(ctx, argv, out, range_by::score, range_order::reverse);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The table
 
+// Looked up in order: the commands of the exclusive locks' scripts first.
 constexpr command_spec commands[] = {
-    {"get", 2, cmd_get},         {"mget", -2, cmd_mget},      {"set", -3, cmd_set},
-    {"del", -2, cmd_del},        {"exists", -2, cmd_exists},  {"pttl", 2, cmd_pttl},
-    {"pexpire", 3, cmd_pexpire}, {"time", 1, cmd_time},       {"publish", 3, cmd_publish},
-    {"hset", -4, cmd_hset},      {"hget", 3, cmd_hget},       {"hdel", -3, cmd_hdel},
-    {"hlen", 2, cmd_hlen},       {"hexists", 3, cmd_hexists}, {"hgetall", 2, cmd_hgetall},
+    {"get", 2, cmd_get},
+    {"mget", -2, cmd_mget},
+    {"set", -3, cmd_set},
+    {"del", -2, cmd_del},
+    {"exists", -2, cmd_exists},
+    {"pttl", 2, cmd_pttl},
+    {"pexpire", 3, cmd_pexpire},
+    {"time", 1, cmd_time},
+    {"publish", 3, cmd_publish},
+    {"hset", -4, cmd_hset},
+    {"hget", 3, cmd_hget},
+    {"hdel", -3, cmd_hdel},
+    {"hlen", 2, cmd_hlen},
+    {"hexists", 3, cmd_hexists},
+    {"hgetall", 2, cmd_hgetall},
     {"hincrby", 4, cmd_hincrby},
+    {"zadd", -4, cmd_zadd},
+    {"zrem", -3, cmd_zrem},
+    {"zcard", 2, cmd_zcard},
+    {"zscore", 3, cmd_zscore},
+    {"zcount", 4, cmd_zcount},
+    {"zrangebyscore", -4, cmd_zrangebyscore},
+    {"zrevrangebyscore", -4, cmd_zrevrangebyscore},
+    {"zremrangebyscore", 4, cmd_zremrangebyscore},
+    {"zrange", -4, cmd_zrange},
+    {"zrevrange", -4, cmd_zrevrange},
 };
 
 } // namespace

@@ -1,8 +1,8 @@
 // A master's data and the Redis commands that act on it, small enough to read in one sitting:
-// strings and hashes with expiry on the master's own clock, and one table of commands. Scripts
-// (lua_engine.hpp) and the daemon's plain commands (master.hpp) go through the same table, so a
-// script edit or a new command is simulated as Redis runs it. To add a command (the lock family
-// will want sorted sets): a handler below and a row in command_table() (keyspace.cpp).
+// strings, hashes and sorted sets with expiry on the master's own clock, and one table of
+// commands. Scripts (lua_engine.hpp) and the daemon's plain commands (master.hpp) go through the
+// same table, so a script edit or a new command is simulated as Redis runs it. To add a command:
+// a handler and a row in the table `commands` (keyspace.cpp).
 #pragma once
 
 #include <cstdint>
@@ -53,13 +53,22 @@ struct text_hash {
   }
 };
 
+// A member of a sorted set and its score.
+struct zset_entry {
+  double score = 0;
+  std::string member;
+};
+
 // One key's value.
 struct stored {
-  enum class type : std::uint8_t { string, hash };
+  enum class type : std::uint8_t { string, hash, zset };
   type kind = type::string;
+  // zset: still in Redis 7.0's small encoding (a listpack), which stores a score of -0 as 0.
+  bool listpack = true;
   std::string text;                                        // string
   std::vector<std::pair<std::string, std::string>> fields; // hash, in insertion order
-  std::int64_t expires_at = -1;                            // master clock, ms; -1: no TTL
+  std::vector<zset_entry> members; // zset, by score, then member byte by byte (as Redis orders)
+  std::int64_t expires_at = -1;    // master clock, ms; -1: no TTL
 };
 
 class keyspace {

@@ -24,14 +24,21 @@ void sim_session::request(std::uint32_t record, std::string_view line,
   std::visit(
       [&](const auto& req) {
         using type = std::decay_t<decltype(req)>;
-        if constexpr (std::is_same_v<type, lock_request>) {
+        if constexpr (std::is_same_v<type, lock_request> || std::is_same_v<type, mlock_request>) {
           if (req.wait_ms || req.keep)
             used_engine_state_ = true;
-          engine.lock(req, shared_from_this(), seq);
+          if constexpr (std::is_same_v<type, lock_request>)
+            engine.lock(req, shared_from_this(), seq);
+          else
+            engine.mlock(req, shared_from_this(), seq);
         } else if constexpr (std::is_same_v<type, unlock_request>) {
           engine.unlock(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, munlock_request>) {
+          engine.munlock(req, shared_from_this(), seq);
         } else if constexpr (std::is_same_v<type, extend_request>) {
           engine.extend(req, shared_from_this(), seq);
+        } else if constexpr (std::is_same_v<type, mextend_request>) {
+          engine.mextend(req, shared_from_this(), seq);
         } else {
           deliver(seq, format_error(err_code::unknown_command, "not simulated"));
         }

@@ -113,6 +113,10 @@ void weaken_rule(config& cfg, const std::string& weaken) {
     cfg.weakened.handover_skips_keyloss = true;
   else if (weaken == "publish-on-cleanup")
     cfg.weakened.publish_on_cleanup = true;
+  else if (weaken == "permits-per-master")
+    cfg.unsafe_count_permits_per_master = true;
+  else if (weaken == "no-write-intent")
+    cfg.unsafe_no_write_intent = true;
 }
 
 setup choose(prng& random, const std::string& weaken) {
@@ -946,8 +950,9 @@ void simulation::data_lost(std::size_t master, const std::vector<lost_key>& keys
 } // namespace
 
 const std::vector<std::string>& weakenings() {
-  static const std::vector<std::string> names = {"quorum-minus-one", "no-quarantine",
-                                                 "handover-skips-keyloss", "publish-on-cleanup"};
+  static const std::vector<std::string> names = {"quorum-minus-one",       "no-quarantine",
+                                                 "handover-skips-keyloss", "publish-on-cleanup",
+                                                 "permits-per-master",     "no-write-intent"};
   return names;
 }
 

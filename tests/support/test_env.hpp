@@ -189,10 +189,39 @@ inline std::optional<std::int64_t> word_int(const std::string& reply, std::size_
 // with `wake_channel` false, the list of releases before cross-daemon wake-ups (no pub/sub).
 inline std::vector<std::string> acl_args(const std::string& admin, const std::string& password,
                                          bool wake_channel = true) {
-  std::vector<std::string> args = {
-      "--requirepass", admin,   "--user", "redlockd", "on",           ">" + password, "~*",
-      "resetchannels", "-@all", "+get",   "+set",     "+del",         "+pexpire",     "+pttl",
-      "+time",         "+info", "+eval",  "+evalsha", "+script|load", "+scan"};
+  std::vector<std::string> args = {"--requirepass",
+                                   admin,
+                                   "--user",
+                                   "redlockd",
+                                   "on",
+                                   ">" + password,
+                                   "~*",
+                                   "resetchannels",
+                                   "-@all",
+                                   "+get",
+                                   "+mget",
+                                   "+set",
+                                   "+del",
+                                   "+pexpire",
+                                   "+pttl",
+                                   "+time",
+                                   "+info",
+                                   "+eval",
+                                   "+evalsha",
+                                   "+script|load",
+                                   "+scan",
+                                   "+zadd",
+                                   "+zrem",
+                                   "+zcard",
+                                   "+zcount",
+                                   "+zscore",
+                                   "+zrangebyscore",
+                                   "+zremrangebyscore",
+                                   "+zrevrange",
+                                   "+hset",
+                                   "+hdel",
+                                   "+hexists",
+                                   "+hget"};
   if (wake_channel)
     args.insert(args.end(), {"&redlockd:fence:wake", "+publish", "+subscribe", "+ping"});
   return args;

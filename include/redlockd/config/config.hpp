@@ -86,6 +86,12 @@ struct config {
   std::uint32_t clock_jump_ms = 500;
   // For tests of the test suite only: never quarantine restarted masters (unsafe).
   bool unsafe_disable_quarantine = false;
+  // For tests of the test suite only: grant a permit when a majority granted any slot, each
+  // master counting permits on its own (unsafe: it does not bound the holders at n).
+  bool unsafe_count_permits_per_master = false;
+  // For tests of the test suite only: an exclusive waiter leaves no write intent (nor wait
+  // marks), so readers that keep coming starve it.
+  bool unsafe_no_write_intent = false;
   // For the simulator only (tests/sim, `redlockd-sim --weaken NAME`): a rule switched off on the
   // real code path, to show that the simulator's checkers catch what the rule prevents. Not a
   // configuration key: parse_config never sets these. (`--weaken no-quarantine` sets

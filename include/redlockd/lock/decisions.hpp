@@ -7,6 +7,7 @@
 #include "redlockd/resp/script_calls.hpp"
 
 #include <cstdint>
+#include <span>
 
 namespace redlockd {
 
@@ -31,6 +32,13 @@ struct verdict {
   kind what;
   std::int64_t validity_ms = 0; // granted
 };
+
+// A permit's acquire round as a tally over one slot (each slot is a mutex): the slot most
+// masters granted (the smallest on a tie) is `winner`, its masters vote yes, a master that
+// granted another slot votes no (this hold is not there), the rest as they voted. `slots[i]` is
+// the slot master i granted (-1: none).
+vote_tally same_slot_view(const vote_tally& raw, std::span<const std::int16_t> slots,
+                          std::uint32_t& winner);
 
 // LOCK after its acquire round (fencing: after a fence round).
 verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);

@@ -4,6 +4,7 @@
 
 #include "redlockd/resp/pipeline.hpp"
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -79,6 +80,10 @@ struct engine_counters {
   std::uint64_t delayed = 0;              // LOCKs refused by lock-delay
   std::uint64_t handovers = 0;            // UNLOCKs that handed the lock to a waiter's round
   std::uint64_t wakeups = 0;              // waiters woken by a release published by a master
+  // Grants by lock kind (lock_kind order: exclusive, shared, permit, multi); they add up to
+  // `acquired`. Not a counter of INFO's `counters`: INFO's `grants` and /metrics'
+  // redlockd_grants_total{kind} show them.
+  std::array<std::uint64_t, 4> granted_by_kind{};
 };
 
 // A generation counter for stale-reply and stale-timer checks: never 0, which marks requests

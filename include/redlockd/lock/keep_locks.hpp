@@ -4,6 +4,7 @@
 #pragma once
 
 #include "redlockd/lock/engine_io.hpp"
+#include "redlockd/lock/lock_kind.hpp"
 #include "redlockd/lock/owner.hpp"
 
 #include <algorithm>
@@ -20,7 +21,10 @@ struct keep_lock {
   std::uint32_t generation = 1;
   bool active = false;
   bool renewing = false;
-  std::string key;
+  lock_kind kind = lock_kind::exclusive;
+  std::uint32_t permits = 0; // a semaphore's n
+  std::string key;           // the hold's name (hold_target::name)
+  std::string shown;         // the resource LOST names
   owner_id owner{};
   std::uint64_t ttl_ms = 0;
   clock_type::time_point valid_until{};
@@ -31,6 +35,7 @@ struct keep_lock {
   // MAXHOLD / max_hold_ms: no renewal at or after this; time_point::max() when unlimited.
   clock_type::time_point hold_until = clock_type::time_point::max();
   std::string label; // its LABEL ("" if none), for the status page
+  hold_target hold() const { return {kind, key, permits}; }
 };
 
 // How long a KEEP lock is renewed in all, in ms: the LOCK's MAXHOLD capped by the config's
@@ -49,7 +54,8 @@ class keep_locks {
   void unreserve(const reply_sink* client);
   void forget_client(const reply_sink* client) { per_client_.erase(client); }
 
-  // A KEEP acquisition succeeded: the lock, with the count its request reserved.
+  // A KEEP acquisition succeeded: the lock, with the count its request reserved. Its key, kind
+  // and the rest of its description are the caller's to fill in at the index returned.
   std::uint32_t add(const std::string& key, const owner_id& owner, std::uint64_t ttl_ms,
                     clock_type::time_point valid_until, std::uint32_t granted, std::uint64_t fence,
                     std::shared_ptr<reply_sink> sink, std::uint64_t seq,
@@ -58,8 +64,8 @@ class keep_locks {
   void drop(std::uint32_t index);
 
   std::optional<std::uint32_t> index_of(const std::string& key, const owner_id& owner) const;
-  // The KEEP lock on `key`, whoever holds it (BREAK).
-  std::optional<std::uint32_t> index_of(const std::string& key) const;
+  // The KEEP locks on `key`, whoever holds them (BREAK): several for shared holds and permits.
+  std::vector<std::uint32_t> all_of(const std::string& key) const;
   keep_lock* find(const std::string& key, const owner_id& owner) {
     const auto index = index_of(key, owner);
     return index ? &locks_[*index] : nullptr;
@@ -81,7 +87,7 @@ class keep_locks {
  private:
   std::vector<keep_lock> locks_;
   std::vector<std::uint32_t> free_;
-  std::unordered_map<std::string, std::uint32_t> by_key_;
+  std::unordered_multimap<std::string, std::uint32_t> by_key_;
   // KEEP locks and KEEP acquisitions in flight per client, for max_keep_locks_per_connection.
   std::unordered_map<const reply_sink*, std::uint32_t> per_client_;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "redlockd/lock/engine_io.hpp"
+#include "redlockd/lock/lock_kind.hpp"
 #include "redlockd/lock/owner.hpp"
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace redlockd {
 
@@ -22,6 +24,7 @@ struct lease {
   std::uint32_t granted = 0;            // masters that granted it
   std::uint64_t fence = 0;              // its fencing token
   std::string label{};                  // its LABEL ("" if none), for the status page
+  lock_kind kind = lock_kind::exclusive;
 };
 
 class lease_table {
@@ -30,11 +33,13 @@ class lease_table {
   lease_table(std::uint32_t lock_delay_ms, const now_function& now)
       : delay_(lock_delay_ms), now_(now) {}
 
+  // A hold may have several leases at once (shared holders, permits of one semaphore), each
+  // its own owner's.
   void grant(const std::string& key, const lease& granted);
   // The lease on `key` if `owner` holds it.
   lease* find(const std::string& key, const owner_id& owner);
   void release(const std::string& key, const owner_id& owner);
-  // The lease on `key` ended whoever held it (BREAK).
+  // The leases on `key` ended whoever held them (BREAK).
   void forget(const std::string& key) { leases_.erase(key); }
 
   // The resource's holder lost it without an UNLOCK: refuse it for lock_delay_ms.
@@ -46,7 +51,8 @@ class lease_table {
   template <typename F>
   void for_each(F&& f) const {
     for (const auto& [key, held] : leases_)
-      f(key, held);
+      for (const lease& one : held)
+        f(key, one);
   }
 
  private:
@@ -54,7 +60,7 @@ class lease_table {
 
   std::chrono::milliseconds delay_;
   const now_function& now_;
-  std::unordered_map<std::string, lease> leases_;
+  std::unordered_map<std::string, std::vector<lease>> leases_;
   std::unordered_map<std::string, clock_type::time_point> delays_;
   std::size_t sweep_at_ = 1024; // sweep expired entries when the tables grow past this
 };

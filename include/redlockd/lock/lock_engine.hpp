@@ -18,6 +18,7 @@
 #include "redlockd/lock/fencing.hpp"
 #include "redlockd/lock/keep_locks.hpp"
 #include "redlockd/lock/leases.hpp"
+#include "redlockd/lock/lock_kind.hpp"
 #include "redlockd/lock/lock_views.hpp"
 #include "redlockd/lock/node_health.hpp"
 #include "redlockd/lock/operation.hpp"
@@ -35,6 +36,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,9 +61,14 @@ class lock_engine {
   // Client requests. The reply is delivered to `sink` with `seq`, possibly before returning.
   // LOCK ... WAIT beyond max_waiters(_per_resource) and KEEP beyond
   // max_keep_locks_per_connection answer ERR TOO_MANY.
+  // Every kind of the lock family (lock_kind.hpp): LOCK's mode picks exclusive, shared or a
+  // permit; MLOCK takes a set; UNLOCK and EXTEND read the kind from the owner.
   void lock(const lock_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void unlock(const unlock_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   void extend(const extend_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
+  void mlock(const mlock_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
+  void munlock(const munlock_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
+  void mextend(const mextend_request& req, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
   // The client's connection closed: its waiters leave their queues and its KEEP locks are
   // released on every node.
   void client_gone(const reply_sink* client);
@@ -131,6 +138,8 @@ class lock_engine {
   // KEEP locks granted here that are still valid, and the WAIT queues. No owner in them.
   std::vector<held_lock> held_locks() const;
   std::vector<resource_waiters> waiting() const;
+  // A hold's name (hold_target::name) as people read it: the resource(s), no key prefix.
+  std::string shown_name(std::string_view name) const;
 
   // For a session writing a grant later than it was decided: the KEEP lock's validity now, or
   // nullopt if it is gone; grant_expired() drops a KEEP lock whose OK could not be written.
@@ -140,6 +149,15 @@ class lock_engine {
  private:
   // Operations (lock_engine.cpp)
   std::uint32_t allocate(op_kind kind, std::shared_ptr<reply_sink> sink, std::uint64_t seq);
+  // Names the hold an operation is about (hold_target): its kind, its name, a semaphore's n.
+  void name_hold(operation& op, lock_kind kind, std::span<const std::string_view> resources,
+                 std::uint32_t permits);
+  // LOCK and MLOCK once the hold is named: label, KEEP, WAIT, or a try at once.
+  void start_lock(std::uint32_t slot, bool keep, std::optional<std::uint64_t> wait_ms,
+                  std::optional<std::string_view> label, std::optional<std::uint64_t> max_hold_ms);
+  void start_unlock(std::uint32_t slot, std::string_view owner);
+  void start_extend(std::uint32_t slot, std::string_view owner, std::uint64_t ttl_ms);
+  std::uint32_t first_slot(const operation& op) const; // a permit's first slot to try
   void finish(std::uint32_t slot, std::string line);
   void finish_grant(std::uint32_t slot, grant_reply grant);
   std::shared_ptr<reply_sink> retire(std::uint32_t slot); // its sink; null if the client left
@@ -149,6 +167,9 @@ class lock_engine {
   void send_round(std::uint32_t slot, request_kind kind);
   void format_round(const operation& op, request_kind kind, script_by by); // into command_
   void decide(std::uint32_t slot);
+  // The round's votes as its kind decides them: a permit's acquire by slot (same_slot_view,
+  // which also sets the winning slot), every other round as counted.
+  const vote_tally& votes_of(std::uint32_t slot);
   void decide_extend(std::uint32_t slot);
   std::int64_t validity_now(const operation& op) const;
   bool eligible(std::size_t node) const {
@@ -183,6 +204,7 @@ class lock_engine {
   void decide_lock(std::uint32_t slot, const verdict& v);
   void start_fencing_round(std::uint32_t slot);
   void lock_acquired(std::uint32_t slot, std::int64_t validity);
+  void take_slot(std::uint32_t slot); // a permit's grant: its slot, the others released
   void lock_failed(std::uint32_t slot, std::string line);
   // Leaves the queue; when `slot` was its head, the new head tries at `wake_next`. The last
   // waiter to leave without the lock (not `served`) takes this daemon's wait-marker entries out.
@@ -197,9 +219,15 @@ class lock_engine {
   void wake_head(const std::string& key, clock_type::time_point when);
   // The queued `slot` tries at `when`, unless a retry is due earlier already.
   void schedule_retry(std::uint32_t slot, clock_type::time_point when);
-  // The lock on `key` was released (an UNLOCK or a KEEP end here, a grant nobody took): the
-  // head waiter tries at `when`, or, if its attempt is in flight, at once should that fail.
+  // The hold named `key` was released (an UNLOCK or a KEEP end here, a grant nobody took): the
+  // head waiter tries at `when`, or, if its attempt is in flight, at once should that fail; so
+  // do the heads of the sets that wait for it, and for a set those of its members.
   void lock_released(const std::string& key, clock_type::time_point when);
+  void retry_head(const std::string& key, clock_type::time_point when);
+  // The queued sets that hold lock key `member`.
+  std::vector<std::string> sets_waiting_for(const std::string& member) const;
+  // A release of `key` published by a master: its head waiter tries now.
+  void wake_released(const std::string& key);
   std::chrono::milliseconds jitter(std::uint64_t up_to_ms);
   std::uint32_t start_keep(std::uint32_t slot, std::int64_t validity); // returns its index
   void renew(std::uint32_t index);
@@ -239,10 +267,12 @@ class lock_engine {
   std::vector<std::uint32_t> free_slots_;
   std::uint64_t next_serial_ = 1;
   deadline_queue deadlines_;
-  std::string command_;  // the current round's command, the same for every node
-  std::string marker_;   // the wait marker of the current round's lock
-  std::string value_;    // the value the current round's grant stores (owner and label)
-  std::string wake_key_; // the key of the wake-up being handled
+  std::string command_;         // the current round's command, the same for every node
+  std::string marker_;          // the wait marker of the current round's lock
+  std::string value_;           // the value the current round's grant stores (owner and label)
+  std::string wake_key_;        // the key of the wake-up being handled
+  vote_tally slot_tally_;       // votes_of's view of a permit's round
+  std::size_t set_waiters_ = 0; // queued MLOCKs: releases look for the sets they free only then
   node_health health_;
   wait_queues queues_;
   redlockd::keep_locks keeps_;

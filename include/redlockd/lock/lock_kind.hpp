@@ -1,6 +1,8 @@
-// The lock family as data: one row per kind (its scripts, how its votes decide, whether waiters
-// may share), and the owner tag that tells a hold's kind (and a permit's slot) from its owner
-// alone, so that UNLOCK and EXTEND through any daemon need no lookup. No I/O.
+// The lock family as data: one row per kind (its scripts and how each call is written, how its
+// votes decide, whether waiters may share, hand over and leave wait marks), and the owner tag
+// that tells a hold's kind (and a permit's slot) from its owner alone, so that UNLOCK and EXTEND
+// through any daemon need no lookup. The orchestrator (lock_engine) runs rounds for any kind from
+// its row. No I/O.
 //
 // Owners stay 40 lowercase hex characters. An exclusive owner is 160 random bits that never
 // start with "0000"; every other owner is "0000" + kind (1 hex digit) + slot (3 hex digits, a
@@ -8,11 +10,15 @@
 #pragma once
 
 #include "redlockd/lock/owner.hpp"
+#include "redlockd/resp/pipeline.hpp"
+#include "redlockd/resp/script_calls.hpp"
 #include "redlockd/resp/scripts.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace redlockd {
 
@@ -23,15 +29,71 @@ inline constexpr std::size_t lock_kind_count = 4;
 // masters that granted the same slot (permits: each slot is a mutex).
 enum class vote_rule : std::uint8_t { any_grant, same_slot };
 
+// A hold as the daemon names it: its queue, its leases and KEEP locks, its lock-delay and the
+// wake channel's message all use `name`. For an exclusive or shared hold it is the lock key;
+// for a semaphore S the key that holds its n, 'S permits' (its slots are 'S permit:<i>'); for a
+// set the member lock keys, sorted, joined by '\n' (a byte no resource has).
+struct hold_target {
+  lock_kind kind = lock_kind::exclusive;
+  std::string_view name;
+  std::uint32_t permits = 0; // a semaphore's n
+};
+
+inline constexpr std::string_view permits_suffix = " permits";
+inline constexpr char member_separator = '\n';
+
+// A set's member keys, in its name's order.
+std::vector<std::string_view> members_of(std::string_view set_name);
+
+// An acquire's arguments. `mark`: a WAIT's attempt (the kinds that leave marks), null otherwise.
+struct acquire_call {
+  std::string_view owner;
+  std::string_view label; // "" without one
+  std::uint64_t ttl_ms = 0;
+  std::uint64_t proposal = 0;
+  std::uint32_t first_slot = 0; // a permit's first slot to try
+  const wait_mark* mark = nullptr;
+};
+
+// A release's arguments: `wakes` for a hold that was granted (see release.lua); `attempt` for a
+// failed attempt whose permit slot on a master is unknown (any slot of that attempt goes).
+struct release_call {
+  std::string_view owner;
+  std::string_view daemon_id;
+  bool wakes = false;
+  std::uint64_t slack_ms = 0;
+  bool attempt = false;
+};
+
+// Each appends one command to `out`; `scratch` is the caller's buffer, reused from call to call.
+using format_acquire = void (*)(std::string& out, script_by by, const hold_target& hold,
+                                const register_keys& keys, const acquire_call& call,
+                                std::string& scratch);
+using format_release = void (*)(std::string& out, script_by by, const hold_target& hold,
+                                const register_keys& keys, const release_call& call,
+                                std::string& scratch);
+using format_extend = void (*)(std::string& out, script_by by, const hold_target& hold,
+                               const register_keys& keys, std::string_view owner,
+                               std::uint64_t ttl_ms);
+
 struct lock_kind_traits {
   lock_kind kind;
   std::string_view name; // "exclusive", "shared", "permit", "multi": INFO and the metrics' kind
-  script acquire;
+  script acquire;        // (exclusive: acquire_wait for a WAIT's attempt)
   script release;
   script extend;
   vote_rule votes;
   // After a grant, the next waiter of the same queue may be granted too (readers, permits).
   bool waiters_may_share;
+  // An UNLOCK hands the lock to a waiter of the same kind in one round (hand_over.lua).
+  bool hands_over;
+  // A WAIT's refused attempt marks the masters, so that other daemons' releases wake it.
+  bool leaves_marks;
+  // The request kind of its acquire (its reply's shape: a permit's carries the slot).
+  request_kind acquire_request;
+  format_acquire write_acquire;
+  format_release write_release;
+  format_extend write_extend;
 };
 
 const lock_kind_traits& traits_of(lock_kind kind);

@@ -15,7 +15,7 @@ namespace redlockd {
 // A lease or KEEP lock granted through this daemon whose validity has not run out.
 struct held_lock {
   std::string resource;                 // as the client named it (no key prefix)
-  std::string_view kind = "exclusive";  // its lock kind: every lock is exclusive today
+  std::string_view kind = "exclusive";  // its lock kind (lock_kind_traits::name)
   std::string label;                    // the holder's label; "" when it has none
   bool keep = false;                    // a KEEP lock, renewed by this daemon
   std::uint64_t fence = 0;              // its fencing token

@@ -6,9 +6,11 @@
 #include "redlockd/lock/fencing.hpp"
 #include "redlockd/lock/handover.hpp"
 #include "redlockd/lock/key_loss.hpp"
+#include "redlockd/lock/lock_kind.hpp"
 #include "redlockd/lock/owner.hpp"
 #include "redlockd/lock/redlock.hpp"
 
+#include <array>
 #include <cassert>
 #include <cstdint>
 #include <memory>
@@ -79,6 +81,13 @@ struct acquisition {
   std::string label;
   // KEEP: how long it is renewed in all (MAXHOLD and max_hold_ms; 0: no limit).
   std::uint64_t max_hold_ms = 0;
+  // What LOST names: the resource (a set: the first one the MLOCK named).
+  std::string shown;
+  // A permit's acquire: the slot each master granted (-1: none), the slot a majority gave (the
+  // grant's), and the n another request put in force on some master (0: none seen).
+  std::array<std::int16_t, max_nodes> slots{};
+  std::uint32_t slot = 0;
+  std::uint64_t permits_in_force = 0;
 };
 
 struct operation {
@@ -86,6 +95,10 @@ struct operation {
   std::uint64_t serial = 0;     // unique per request, for timers that span rounds
   op_kind kind = op_kind::lock;
   op_phase phase = op_phase::idle;
+  // The hold it is about: its kind, its name (hold_target::name; `key` for short) and a
+  // semaphore's n.
+  lock_kind hold_kind = lock_kind::exclusive;
+  std::uint32_t permits = 0;
   std::string key;
   owner_id owner{};
   std::uint64_t ttl_ms = 0;
@@ -104,6 +117,7 @@ struct operation {
     assert(legal_move(phase, to));
     phase = to;
   }
+  hold_target hold() const { return {hold_kind, key, permits}; }
   // Replies to the current round count in these phases.
   bool collecting() const {
     return phase == op_phase::voting || phase == op_phase::fencing || phase == op_phase::draining;

@@ -8,6 +8,7 @@
 #include "redlockd/config/config.hpp"
 #include "redlockd/lock/engine_io.hpp"
 #include "redlockd/lock/key_loss.hpp"
+#include "redlockd/lock/lock_kind.hpp"
 #include "redlockd/lock/owner.hpp"
 #include "redlockd/resp/script_calls.hpp"
 
@@ -21,9 +22,12 @@
 namespace redlockd {
 
 // What a release nobody waits for releases: an attempt that was never granted (a failed LOCK),
-// whose release wakes nobody, or a lock that was (a KEEP lock that ended, a grant nobody took,
-// an UNLOCK's master that could not vote), whose release may wake other daemons' waiters.
-enum class released : std::uint8_t { attempt, lock };
+// whose release wakes nobody; a failed attempt that set its key on a majority all the same (too
+// late, or beaten by a fence), which refused others as a holder does and so wakes them as a
+// holder's release would; or a lock that was granted (a KEEP lock that ended, a grant nobody
+// took, an UNLOCK's master that could not vote), whose release may wake other daemons' waiters.
+// An attempt's permit may sit on any slot of its semaphore: its release looks for it there.
+enum class released : std::uint8_t { attempt, attempt_held, lock };
 
 class release_cleanups {
  public:
@@ -41,10 +45,10 @@ class release_cleanups {
   // did not set it), also those that did not answer (their SET may have happened after all).
   // `expect`: where and until when the lock was known to be held (expect_held, expect_until),
   // for a lock this daemon granted.
-  void everywhere(std::string_view key, const owner_id& owner, clock_type::time_point expires,
+  void everywhere(const hold_target& hold, const owner_id& owner, clock_type::time_point expires,
                   released what, const lease_watch& expect = {}, std::uint32_t spared = 0);
   // Releases it on one master only.
-  void on(std::size_t node, std::string_view key, const owner_id& owner,
+  void on(std::size_t node, const hold_target& hold, const owner_id& owner,
           clock_type::time_point expires, released what);
   // The answer to one (nullptr: the connection was lost), handled at `now`.
   void on_reply(std::size_t node, const request_tag& tag, const script_reply* reply,
@@ -54,7 +58,9 @@ class release_cleanups {
 
  private:
   struct entry {
-    std::string key;
+    std::string key; // the hold's name
+    lock_kind kind = lock_kind::exclusive;
+    std::uint32_t permits = 0;
     owner_id owner{};
     clock_type::time_point expires{};
     released what = released::attempt;
@@ -63,7 +69,7 @@ class release_cleanups {
     std::uint32_t refs = 0; // replies and owed sends still to come
   };
 
-  std::uint32_t add(std::string_view key, const owner_id& owner, clock_type::time_point expires,
+  std::uint32_t add(const hold_target& hold, const owner_id& owner, clock_type::time_point expires,
                     released what);
   void format(std::uint32_t index, script_by by); // into command_
   void send(std::size_t node, std::uint32_t index);
@@ -81,7 +87,7 @@ class release_cleanups {
   std::vector<std::uint32_t> free_;
   std::array<std::vector<std::uint32_t>, max_nodes> owed_{}; // per node, to send again
   std::string command_;
-  std::string marker_; // the entry's wait marker, while command_ is formatted
+  std::string scratch_; // the entry's wait marker, while command_ is formatted
 };
 
 } // namespace redlockd

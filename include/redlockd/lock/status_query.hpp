@@ -50,6 +50,12 @@ struct status_verdict {
 // >= 0 the milliseconds left.
 status_verdict decide_status(std::span<const std::optional<std::int64_t>> answers);
 
+// What STATUS reports of a count (shared holders, permits in use): the (N-Q+1)-th largest
+// among the masters that answered (`answers[i]` set), 0 when fewer answered. At least that many
+// are held on N-Q+1 masters, enough to refuse a LOCK: a lower bound, as the time is.
+std::uint64_t status_count(std::span<const std::optional<std::int64_t>> answers,
+                           std::span<const std::uint64_t> counts);
+
 // The label STATUS shows for a held resource: the one most masters that hold it store (the
 // smallest on a tie; "" if none has one). `labels[i]` is master i's, read with answers[i].
 std::string_view status_label(std::span<const std::optional<std::int64_t>> answers,
@@ -84,12 +90,14 @@ class status_reader {
     clock_type::time_point started{};
     std::array<std::optional<std::int64_t>, max_nodes> answers{};
     std::array<std::string, max_nodes> labels{};
+    std::array<std::uint64_t, max_nodes> readers{};
+    std::array<std::uint64_t, max_nodes> permits_used{};
+    std::array<std::uint64_t, max_nodes> permits{};
     std::size_t waiting = 0; // masters asked that have not answered
     std::shared_ptr<reply_sink> sink;
     std::uint64_t seq = 0;
   };
-  void answer_one(std::uint32_t slot, std::size_t node, std::optional<std::int64_t> pttl,
-                  std::string_view label = {});
+  void answer_one(std::uint32_t slot, std::size_t node, const pttl_reply* answer);
   void finish(std::uint32_t slot);
 
   const config& cfg_;

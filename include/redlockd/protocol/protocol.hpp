@@ -179,8 +179,16 @@ std::string format_notheld();
 std::string format_error(err_code code, std::string_view message);
 std::string format_info(std::string_view json_one_line);
 std::string format_lost(std::string_view resource, std::string_view owner);
-// STATUS: "OK FREE" or "OK HELD <pttl_ms>", with " label=<label>" when the hold has one.
-std::string format_status_free();
-std::string format_status_held(std::uint64_t pttl_ms, std::string_view label = {});
+// STATUS: "OK FREE" or "OK HELD <pttl_ms>", with " label=<label>" when the hold has one,
+// " readers=<k>" when shared holders hold it, and " permits=<in use>/<n>" when the semaphore of
+// that name has permits in use.
+struct status_counts {
+  std::uint64_t readers = 0;
+  std::uint64_t permits_used = 0;
+  std::uint64_t permits = 0;
+};
+std::string format_status_free(const status_counts& counts = {});
+std::string format_status_held(std::uint64_t pttl_ms, std::string_view label = {},
+                               const status_counts& counts = {});
 
 } // namespace redlockd

@@ -15,6 +15,7 @@ namespace redlockd {
 enum class request_kind : std::uint8_t {
   // Sent by the lock engine on behalf of an operation.
   acquire,
+  acquire_slot, // a permit's acquire: its reply carries the slot it took
   release,
   extend,
   fence_bump,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,8 @@ namespace redlockd {
 
 // Appends one command in RESP (as redisFormatCommandArgv produces it) to `out`.
 void append_command(std::string& out, std::initializer_list<std::string_view> args);
+// The same for a command whose length is known only at run time (a set's member keys).
+void append_command(std::string& out, std::span<const std::string_view> args);
 
 // A reply owns the memory of its whole tree (see reply_arena.hpp); it outlives its reader.
 struct reply_deleter {

@@ -120,6 +120,10 @@ struct acquire_reply {
   // acquire_wait and hand_over: the largest ticket of another daemon's head waiting on this
   // master (0: none, or a plain acquire).
   std::uint64_t rival_ticket = 0;
+  // A permit's acquire (acquire_slot): the slot it took; status 2 means another n is in force
+  // on that master, given in `permits_in_force`.
+  std::optional<std::uint32_t> slot{};
+  std::uint64_t permits_in_force = 0;
   bool lost_data() const { return complete && status == -2; }
 };
 
@@ -160,11 +164,15 @@ struct seed_reply {
   std::optional<std::int64_t> result;
 };
 
-// STATUS's read (outside the engine): ms left, -1 no TTL, -2 no key; and the hold's label
-// ("" if none). A plain PTTL's integer reply decodes too, without a label.
+// STATUS's read (outside the engine): ms left, -1 no TTL, -2 no key (of the key, or of its live
+// shared holders); the hold's label ("" if none); live shared holders; the permits in use of
+// the semaphore of that name and its n (0: none). A plain PTTL's integer reply decodes too.
 struct pttl_reply {
   std::optional<std::int64_t> ms;
   std::string label;
+  std::uint64_t readers = 0;
+  std::uint64_t permits_used = 0;
+  std::uint64_t permits = 0;
 };
 
 // One hold a LIST step found: its key, PTTL and label ('' if none); never its owner.

@@ -1,9 +1,5 @@
--- What the lock family's scripts share: the master's time in ms, who a value belongs to, and
--- raising a TTL that others may rely on.
-
--- The master's TIME in whole ms (exact: it stays far below 2^53). Every deadline of a shared hold
--- is computed from it, never from a client's or a daemon's clock (R1).
-local function now_ms(t) return t[1] * 1000 + math.floor(t[2] / 1000) end
+-- What the lock family's scripts share: who a value belongs to, and raising a TTL that others
+-- may rely on. (The master's time in ms, now_ms, is in prelude.lua.)
 
 -- A hold's value is its owner (40 hex), followed by ' ' and its label when the LOCK gave one.
 local function value_of(owner, label)

@@ -68,11 +68,11 @@ local function marks()
     end
   end
 
-  -- A granted lock (KEYS[1]) was deleted here and its mark `mark` holds `m`: when another
-  -- daemon's head waits for it, its entry counts for at most `slack` ms more (time to try once
-  -- woken) and the lock key is published on the wake channel. A master whose ACL forbids PUBLISH
+  -- A granted lock (KEYS[1], or `published`) was deleted here and its mark `mark` holds `m`:
+  -- when another daemon's head waits for it, its entry counts for at most `slack` ms more (time
+  -- to try once woken) and the lock's key is published on the wake channel. A master whose ACL forbids PUBLISH
   -- still releases (pcall): waiters then fall back to their timed retry.
-  function wake(mark, m, id, channel, slack)
+  function wake(mark, m, id, channel, slack, published)
     local now = ms(redis.call('time'))
     local limit, out, last, woken = now + tonumber(slack), '', 0, false
     for i, k, u in string.gmatch(m, '(%x+) (%d+) (%d+);') do
@@ -88,7 +88,7 @@ local function marks()
     end
     if not woken then return end
     redis.call('set', mark, out, 'PX', last - now)
-    redis.pcall('publish', channel, KEYS[1])
+    redis.pcall('publish', channel, published or KEYS[1])
   end
 
   -- Whether another daemon than `id` has a live entry in mark text `m` lasting past `limit`:
@@ -104,22 +104,25 @@ end
 
 -- acquire_wait's step (KEYS: lock key, fence key, max-TTL key, wait mark; ARGV: owner, ttl ms,
 -- proposed token, ms the waiter still waits, daemon id, ticket, slack ms, and at ARGV[`behind`]
--- the ms the daemon's next waiter for the lock still waits, '0' if none; `t` is TIME). Grants
--- as acquire does unless another daemon's head with an earlier ticket waits here; the grant
--- takes the daemon's entry out, or, when a next waiter stays queued, keeps one for it (ticket:
--- this grant's proposal, after every head now waiting) so that a release of the lock through
--- another daemon still wakes it. With `releasing`, the lock key is a releasing owner's (a
--- hand-over): a grant replaces it, a refusal deletes it. A refusal marks the entry until about
--- the waiter's next try (the holder's remaining TTL, or the earlier head's entry, plus 1 % and
--- the slack; never past the waiter's wait). Returns acquire's answer with a fifth field, the
--- largest ticket of another daemon waiting here ('0' if none): the daemon's next tickets come
--- after it.
-local function wait_turn(t, releasing, behind)
+-- the ms the daemon's next waiter for the lock still waits, '0' if none; `t` is TIME). `try` is
+-- the kind's grant (grant in prelude.lua for the exclusive lock): a table, or nil and the ms the
+-- holders keep the lock. Grants as `try` does unless another daemon's head with an earlier
+-- ticket waits here; the grant takes the daemon's entry out, or, when a next waiter stays
+-- queued, keeps one for it (ticket: this grant's proposal, after every head now waiting) so that
+-- a release of the lock through another daemon still wakes it. With `releasing`, the lock key is
+-- a releasing owner's (a hand-over): a grant replaces it, a refusal deletes it. A refusal marks
+-- the entry until about the waiter's next try (the holders' remaining time, or the earlier
+-- head's entry, plus 1 % and the slack; never past the waiter's wait). Returns `try`'s answer
+-- with a fifth field, the largest ticket of another daemon waiting here ('0' if none): the
+-- daemon's next tickets come after it.
+local function wait_turn(t, releasing, behind, try)
+  try = try or grant
   local next_wait = tonumber(ARGV[behind]) or 0 -- (absent: nobody behind)
   local m = redis.call('get', KEYS[4])
-  local tried = false
+  local tried, hint = false, nil
   if not m and next_wait == 0 then -- nobody marked, nobody behind: the uncontended path
-    local granted = grant(t, releasing)
+    local granted
+    granted, hint = try(t, releasing)
     if granted then
       granted[5] = '0'
       return granted
@@ -135,7 +138,8 @@ local function wait_turn(t, releasing, behind)
   local others, last, mine, first, largest = '', 0, false, nil, '0'
   if m then others, last, mine, first, largest = scan(m, now, ARGV[5], ARGV[6]) end
   if not first and not tried then
-    local granted = grant(t, releasing)
+    local granted
+    granted, hint = try(t, releasing)
     if granted then -- (a grant: the fence register was there, checked above)
       if next_wait > 0 then
         local ttl = tonumber(ARGV[2])
@@ -149,11 +153,83 @@ local function wait_turn(t, releasing, behind)
     end
   end
   if releasing then redis.call('del', KEYS[1]) end
-  local hint = redis.call('pttl', KEYS[1])
+  -- Not tried (it yields to an older head), or tried by a hand-over whose lock is free here
+  -- now: the lock key's own time left.
+  if not hint or releasing then hint = redis.call('pttl', KEYS[1]) end
   if hint <= 0 and first then hint = first - now end
   local stay = tonumber(ARGV[7])
   if hint > 0 then stay = hint + math.floor(hint / 100) + stay end
   local untl = now + math.min(stay, tonumber(ARGV[4]))
   put(KEYS[4], others, last, now, ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. untl .. ';', untl)
+  return {0, hint, t[1], t[2], largest}
+end
+
+-- wait_turn for a set (MLOCK), whose waiter is marked on every member's wait mark, so that a
+-- release of any member (a plain UNLOCK, another set's) wakes it: the same rules, over the
+-- marks `marks` (one per member) at once. It yields while an older head of another daemon is
+-- marked on any of them; a refusal marks each; a grant takes this daemon's entries out (or
+-- keeps them for its next waiter). KEYS[f] is the fence register; ARGV as wait_turn's, the
+-- next waiter's wait at ARGV[8].
+local function wait_turn_many(t, f, marks_of_members, try)
+  local next_wait = tonumber(ARGV[8]) or 0
+  local texts, any = {}, false
+  for i, mark in ipairs(marks_of_members) do
+    texts[i] = redis.call('get', mark)
+    any = any or texts[i] ~= nil
+  end
+  local tried, hint = false, nil
+  if not any and next_wait == 0 then
+    local granted
+    granted, hint = try(t)
+    if granted then
+      granted[5] = '0'
+      return granted
+    end
+    tried = true
+  elseif not fence_of(f) then
+    local lost = lost_data(t)
+    lost[5] = '0'
+    return lost
+  end
+  marks()
+  local now = ms(t)
+  local seen, first, largest = {}, nil, '0'
+  for i, text in ipairs(texts) do
+    local s = {others = '', last = 0, mine = false}
+    if text then
+      local older, top
+      s.others, s.last, s.mine, older, top = scan(text, now, ARGV[5], ARGV[6])
+      if older and (not first or older > first) then first = older end
+      if less(largest, top) then largest = top end
+    end
+    seen[i] = s
+  end
+  if not first and not tried then
+    local granted
+    granted, hint = try(t)
+    if granted then
+      for i, mark in ipairs(marks_of_members) do
+        local s = seen[i]
+        if next_wait > 0 then
+          local ttl = tonumber(ARGV[2])
+          local untl = now + math.min(ttl + math.floor(ttl / 100) + tonumber(ARGV[7]), next_wait)
+          put(mark, s.others, s.last, now, ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. untl .. ';', untl)
+        elseif s.mine then
+          put(mark, s.others, s.last, now)
+        end
+      end
+      granted[5] = largest
+      return granted
+    end
+  end
+  hint = hint or 0
+  if hint <= 0 and first then hint = first - now end
+  local stay = tonumber(ARGV[7])
+  if hint > 0 then stay = hint + math.floor(hint / 100) + stay end
+  local untl = now + math.min(stay, tonumber(ARGV[4]))
+  for i, mark in ipairs(marks_of_members) do
+    local s = seen[i]
+    put(mark, s.others, s.last, now, ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. untl .. ';', untl)
+  end
   return {0, hint, t[1], t[2], largest}
 end

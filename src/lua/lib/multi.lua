@@ -21,20 +21,21 @@ local function multi_acquire(keys, value, ttl, now)
 end
 
 -- Deletes the members `owner` holds. 1 if it held all of them, 0 if another owner holds one,
--- -1 if one is gone (and none held by another).
+-- -1 if one is gone (and none held by another); and the keys it deleted.
 local function multi_release(keys, owner)
-  local result = 1
+  local result, deleted = 1, {}
   for _, key in ipairs(keys) do
     local v = redis.call('get', key)
     if holds(v, owner) then
       redis.call('del', key)
+      deleted[#deleted + 1] = key
     elseif v then
       result = 0
     elseif result == 1 then
       result = -1
     end
   end
-  return result
+  return result, deleted
 end
 
 -- Sets every member's TTL to ttl where `owner` still holds it; never re-creates one (R4).

@@ -1302,7 +1302,7 @@ TEST_CASE("the acquire script records the TTL on every master that grants",
     CHECK(c.bytes.find("redlockd:fence:max_ttl") != std::string::npos);
     CHECK(c.bytes.find("$5\r\n20000\r\n") != std::string::npos);
   }
-  CHECK(std::string(script_source(script::acquire)).find("raise(3, 2)") != std::string::npos);
+  CHECK(std::string(script_source(script::acquire)).find("raise(m, 2)") != std::string::npos);
 }
 
 TEST_CASE("unsafe_disable_quarantine lets a restarted master vote at once",

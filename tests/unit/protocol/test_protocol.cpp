@@ -458,7 +458,7 @@ TEST_CASE("reply lines are formatted exactly", "[protocol]") {
   CHECK(format_ok() == "OK\n");
   CHECK(format_pong(std::nullopt) == "PONG\n");
   CHECK(format_pong(std::string_view("hi")) == "PONG hi\n");
-  CHECK(format_hello("0.1.0", 5, 3) == "OK redlockd 0.1.0 proto=1 nodes=5 quorum=3\n");
+  CHECK(format_hello("0.1.0", 5, 3) == "OK redlockd 0.1.0 proto=1.1 nodes=5 quorum=3\n");
   CHECK(format_lock_ok(owner_a, 42, 9898) == "OK " + owner_a + " 42 9898\n");
   CHECK(format_lock_ok(owner_a, 18'446'744'073'709'551'615u, 0) ==
         "OK " + owner_a + " 18446744073709551615 0\n");
