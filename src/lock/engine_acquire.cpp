@@ -301,8 +301,8 @@ void lock_engine::retry_head(const std::string& key, clock_type::time_point when
 }
 
 std::vector<std::string> lock_engine::sets_waiting_for(const std::string& member) const {
-  // Sets leave no wait marks and have no index of their own: their queues are looked through,
-  // and only while some set waits at all.
+  // Sets have no index by member: their queues are looked through, and only while some set
+  // waits at all.
   std::vector<std::string> out;
   if (set_waiters_ == 0)
     return out;

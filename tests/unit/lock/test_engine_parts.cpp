@@ -245,3 +245,19 @@ TEST_CASE("a permit's round decides by slot: a majority must give the same one",
   split.record(4, vote::no);
   CHECK(same_slot_view(split, slots, winner).state() == vote_tally::outcome::impossible);
 }
+
+TEST_CASE("lock-delay of a set delays each of its resources, and a set waits for any of them",
+          "[leases][kinds]") {
+  auto now = clock_type::time_point{} + 1h;
+  const lease_table::now_function clock = [&] { return now; };
+  lease_table leases(1000, clock);
+  leases.delay("lock:a\nlock:b");
+  CHECK(leases.delayed_until("lock:a") == now + 1000ms);
+  CHECK(leases.delayed_until("lock:b") == now + 1000ms);
+  CHECK_FALSE(leases.delayed_until("lock:c"));
+  now += 500ms;
+  leases.delay("lock:c");
+  CHECK(leases.delayed_until("lock:c\nlock:d") == now + 1000ms); // the latest of its members
+  now += 1100ms;
+  CHECK_FALSE(leases.delayed_until("lock:a\nlock:b"));
+}
