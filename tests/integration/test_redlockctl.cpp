@@ -832,7 +832,7 @@ TEST_CASE("status does not count masters in quarantine", "[integration][redlockc
 // The lock family (protocol 1.1) through redlockctl. The requests are checked on the scripted
 // daemon; what they do on the real one below, which must say proto=1.1.
 
-TEST_CASE("run with several resources sends MLOCK and MUNLOCK; --shared and --permits",
+TEST_CASE("run with several resources sends MLOCK and MUNLOCK, and --shared and --permits",
           "[integration][redlockctl]") {
   temp_dir dir;
   const std::string out = dir.path().string() + "/env.txt";

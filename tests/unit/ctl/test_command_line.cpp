@@ -128,7 +128,8 @@ TEST_CASE("lock and run take several resources, unlock and extend several before
   CHECK(refusal({"status", "a", "b"}) == "status: unexpected argument 'b'");
 }
 
-TEST_CASE("lock and run take --shared or --permits N, with one resource, not both", "[command_line]") {
+TEST_CASE("lock and run take --shared or --permits N, with one resource, not both",
+          "[command_line]") {
   const command_line shared = parse_command_line({"lock", "r", "--ttl", "1s", "--shared"});
   CHECK(shared.shared);
   CHECK(shared.permits == 0);
