@@ -699,6 +699,22 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     return left;
   };
 
+  // The LOCKs naming each resource: their attempts' keys refuse others while they last.
+  std::vector<std::vector<std::uint32_t>> requests_on(h.resources.size());
+  for (std::uint32_t i = 0; i < h.requests.size(); ++i)
+    if (h.requests[i].kind == client_op::lock)
+      for (const std::uint32_t resource : resources_of(h.requests[i]))
+        requests_on[resource].push_back(i);
+  // Sets take no turns (no wait marks): a set's attempt that fails refuses a waiter as a holder
+  // would, its cleanup wakes nobody, and the waiter sleeps that key's TTL. Open engine finding
+  // (README.md): allowed for, for every waiter on a member.
+  const auto set_attempts = [&](std::uint32_t resource, spans& in) {
+    for (const std::uint32_t i : requests_on[resource])
+      if (h.requests[i].hold == hold_kind::multi)
+        in.emplace_back(h.requests[i].invoke,
+                        completion(h, h.requests[i]) +
+                            static_cast<sim_time>(h.requests[i].ttl_ms) * 1000);
+  };
   // What refuses a waiter, per kind, merged (computed when first needed).
   std::map<std::uint32_t, spans> all_holds;    // an exclusive waiter: every hold
   std::map<std::uint32_t, spans> writer_holds; // a shared one: exclusive holds, writers' intents
@@ -710,6 +726,7 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
       spans in;
       for (const occupancy& o : occupied[resource])
         in.emplace_back(o.from, o.to);
+      set_attempts(resource, in);
       it->second = merged(std::move(in));
     }
     return it->second;
@@ -723,6 +740,7 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     for (const occupancy& o : occupied[resource])
       (excludes_all(o.kind) ? in : readers).emplace_back(o.from, o.to);
     readers = merged(std::move(readers));
+    set_attempts(resource, in);
     // A writer's intent: from when shared holders first refused it (at the earliest) until it
     // was granted, or until its wait's end (a writer that gave up leaves it that long).
     queue_key lock_queue;
@@ -760,6 +778,11 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     }
     return it->second;
   };
+  // A set's waiter sleeps the longest TTL among the keys that refused it (it leaves no wait
+  // mark), and only a release of a member through its own daemon wakes it: a holder released
+  // through another daemon counts until its TTL's end, and so does any attempt of another
+  // request on a member (a failed attempt's key refuses as a holder's does, and its cleanup
+  // wakes nobody).
   const auto of_set = [&](const queue_key& set, std::uint32_t instance) -> const spans& {
     auto [it, fresh] = set_holds.try_emplace({set, instance});
     if (fresh) {
@@ -769,6 +792,12 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
           break;
         for (const occupancy& o : occupied[member])
           in.emplace_back(o.from, o.released_by == instance ? o.to : o.ttl_end);
+        for (const std::uint32_t i : requests_on[member]) {
+          const request_record& other = h.requests[i];
+          if (queue_of(other) != set || other.daemon_instance != instance)
+            in.emplace_back(other.invoke,
+                            completion(h, other) + static_cast<sim_time>(other.ttl_ms) * 1000);
+        }
       }
       it->second = merged(std::move(in));
     }
