@@ -237,8 +237,13 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
     return release_reply{as_integer(reply)};
   case request_kind::extend:
     return decode_extend(reply);
-  case request_kind::fence_bump:
-    return fence_bump_reply{counter(reply), as_integer(reply) == -2};
+  case request_kind::fence_bump: {
+    // The previous counter is a bulk string. Anything else (-2: the register is gone) is no
+    // previous value at all; read as text, -2 would be "" and count as a counter of 0 (a yes).
+    if (const auto integer = as_integer(reply))
+      return fence_bump_reply{std::nullopt, *integer == -2};
+    return fence_bump_reply{counter(reply), false};
+  }
   case request_kind::fleet_read:
     return decode_registers(reply);
   case request_kind::seed:

@@ -206,6 +206,16 @@ TEST_CASE("an operation moves only along its legal phases", "[operation]") {
   CHECK_FALSE(legal_move(op_phase::voting, op_phase::voting));
 }
 
+TEST_CASE("a permit attempt held a majority only where one slot did (seed 108)",
+          "[decisions][kinds]") {
+  std::array<std::int16_t, 5> slots{1, 0, 1, 2, 0};
+  CHECK(most_on_one_slot(0b11111, slots) == 2); // five grants, no slot on three
+  CHECK(most_on_one_slot(0b00101, slots) == 2);
+  slots[3] = 1;
+  CHECK(most_on_one_slot(0b01101, slots) == 3);
+  CHECK(most_on_one_slot(0, slots) == 0);
+}
+
 TEST_CASE("a permit's round decides by slot: a majority must give the same one",
           "[decisions][kinds]") {
   vote_tally raw(5);

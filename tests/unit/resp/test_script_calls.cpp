@@ -153,6 +153,11 @@ TEST_CASE("release, extend, fence bump and register replies decode", "[script_ca
         99u);
   CHECK_FALSE(
       std::get<fence_bump_reply>(decode(request_kind::fence_bump, "$2\r\n-1\r\n")).previous);
+  // A master that lost its register answers -2: no previous value, never a counter of 0.
+  const auto lost = std::get<fence_bump_reply>(decode(request_kind::fence_bump, ":-2\r\n"));
+  CHECK(lost.lost_data);
+  CHECK_FALSE(lost.previous);
+  CHECK_FALSE(std::get<fence_bump_reply>(decode(request_kind::fence_bump, ":7\r\n")).previous);
 
   auto registers =
       std::get<register_reply>(decode(request_kind::fleet_read, "*2\r\n$2\r\n12\r\n$-1\r\n"));
