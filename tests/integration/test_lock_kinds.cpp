@@ -371,6 +371,24 @@ TEST_CASE("KEEP and LOST for every kind: a set's LOST names its first resource",
   }));
 }
 
+TEST_CASE("a KEEP set whose client releases one member keeps the rest, and says no LOST",
+          "[integration][kinds]") {
+  fleet_and_daemon env;
+  line_client keeper = env.client();
+  const lock_grant set = must_lock(keeper, "MLOCK 3 s:a s:b s:c 300 KEEP");
+  CHECK(keeper.request("UNLOCK s:a " + set.owner) == "OK");
+  // Renewed well past its TTL without s:a (before the fix: the first renewal found s:a gone,
+  // LOST came, and the rest expired).
+  std::this_thread::sleep_for(1s);
+  CHECK(nodes_holding(env.fleet, "s:b", set.owner).size() == 5);
+  CHECK(nodes_holding(env.fleet, "s:c", set.owner).size() == 5);
+  CHECK(nodes_holding(env.fleet, "s:a", set.owner).empty());
+  CHECK(env.daemon.info().at("keep_locks") == 1);
+  CHECK(keeper.request("MUNLOCK 2 s:c s:b " + set.owner) == "OK");
+  CHECK(env.daemon.info().at("keep_locks") == 0);
+  CHECK(keeper.request("PING") == "PONG");
+}
+
 TEST_CASE("BREAK ends shared holders and the semaphore of the same name, and a set's member",
           "[integration][kinds]") {
   redis_fleet fleet;
