@@ -109,7 +109,7 @@ register_reply decode_registers(const redisReply& reply) {
   const auto fence = counter(array_at(reply, 0));
   const auto max_ttl = counter(array_at(reply, 1));
   if (fence && max_ttl)
-    out = {true, *fence, *max_ttl};
+    out = {true, *fence, !is_nil(array_at(reply, 0)), *max_ttl};
   return out;
 }
 

@@ -156,6 +156,7 @@ struct fence_bump_reply {
 struct register_reply {
   bool ok = false;
   std::uint64_t fence = 0; // a missing key reads as 0
+  bool has_fence = false;  // the register is there (a new fleet's, or a lost one's, is not)
   std::uint64_t max_ttl_ms = 0;
 };
 
