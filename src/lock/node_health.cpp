@@ -69,7 +69,6 @@ void node_health::judge(std::size_t node, const node_facts& facts) {
   const bool first_contact = h.run_id.empty();
   const bool new_run = !first_contact && h.run_id != facts.run_id;
   h.run_id.assign(facts.run_id);
-  h.no_fence = !facts.fence; // until its seed lands (a restarted-empty master's too)
   if (new_run || (first_contact && facts.uptime_ms < max_ttl_)) {
     if (new_run) {
       ++counters_.restarts;
@@ -206,8 +205,10 @@ void node_health::start_fleet_read(std::size_t node) {
   append_register_read(command_, keys_);
   const request_tag tag{request_kind::fleet_read, static_cast<std::uint32_t>(node),
                         h.read_generation};
+  // The node itself is asked too: whether it has a fence register now (another daemon may have
+  // seeded it since this one connected) counts below; its vote does not (it is not trusted).
   for (std::size_t other = 0; other < node_count_; ++other) {
-    if (other == node || !io_.usable(other))
+    if (!io_.usable(other))
       continue;
     ++h.read_sent;
     io_.send(other, tag, command_);
@@ -248,10 +249,9 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
   // lost its data: fences may go back, PROTOCOL.md). Otherwise the counter lives on masters not
   // heard: wait for them (the simulator's seed 41754: two masters that lost their data were
   // seeded from the one master up, down since the start, and tokens went back to 1).
-  const std::size_t without_fence = h.read_without_fence + (h.no_fence ? 1 : 0);
   const bool best_effort =
       trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent &&
-      (h.read_with_fence >= quorum(node_count_) || without_fence >= quorum(node_count_));
+      (h.read_with_fence >= quorum(node_count_) || h.read_without_fence >= quorum(node_count_));
   if (majority || best_effort) {
     fleet_read_done(tag.op);
     return;
@@ -341,7 +341,6 @@ void node_health::on_seed_reply(std::size_t node, const request_tag& tag,
   }
   h.state = trust::trusted;
   h.reason = quarantine_reason::none;
-  h.no_fence = false;
   log_.info("node {} out of quarantine (re-seeded: fence {}, longest TTL {} ms)",
             cfg_.nodes[node].to_string(), fences_.high_water(), max_ttl_);
 }
