@@ -160,23 +160,14 @@ void lock_engine::keep_rest_of_set(const operation& op) {
   // Some members of a KEEP set released (UNLOCK of one, MUNLOCK of some): its renewals go on
   // with the rest, or the next one finds a released member gone and says LOST about a set the
   // client let go of (the simulator, seed 288).
-  const auto members = [](std::string_view joined) {
-    std::vector<std::string_view> out;
-    for (std::size_t at = 0; at <= joined.size();) {
-      const std::size_t end = std::min(joined.find(member_separator, at), joined.size());
-      out.push_back(joined.substr(at, end - at));
-      at = end + 1;
-    }
-    return out;
-  };
-  const std::vector<std::string_view> released = members(op.key);
+  const std::vector<std::string_view> released = members_of(op.key);
   for (std::uint32_t index = 0; index < keeps_.slots(); ++index) {
     keep_lock& k = keeps_.at(index);
     if (!k.active || k.kind != lock_kind::multi || k.owner != op.owner)
       continue;
     std::string rest;
     std::string_view first;
-    for (const std::string_view member : members(k.key)) {
+    for (const std::string_view member : members_of(k.key)) {
       if (std::find(released.begin(), released.end(), member) != released.end())
         continue;
       if (first.empty())
