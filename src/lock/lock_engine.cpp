@@ -239,6 +239,7 @@ void lock_engine::on_node_connected(std::size_t node, const node_facts& facts) {
 
 void lock_engine::on_node_ready(std::size_t node) {
   cleanups_.on_node_ready(node, now_());
+  health_.on_ready(node);
 }
 
 bool lock_engine::on_node_time(std::size_t node, std::uint64_t seconds, std::uint64_t micros,

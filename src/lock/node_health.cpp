@@ -31,6 +31,19 @@ void node_health::on_connected(std::size_t node, const node_facts& facts) {
   judge(node, facts);
 }
 
+void node_health::on_ready(std::size_t node) {
+  // A read that could not ask this master (its handshake had not ended) may need its answer:
+  // a new fleet's masters end their handshakes one after the other, and a read of one or two
+  // of them decides nothing. Asked again now rather than at the retry, 20 node timeouts away.
+  for (std::size_t judged = 0; judged < node_count_; ++judged) {
+    const node_record& h = nodes_[judged];
+    const bool reading =
+        (h.state == trust::quarantined || h.state == trust::reseeding) && h.marked && !h.read_done;
+    if (reading && (h.read_asked & (std::uint32_t{1} << node)) == 0)
+      start_fleet_read(judged);
+  }
+}
+
 void node_health::try_start() {
   // The fleet's fence and longest TTL are known once a majority of masters that kept their data
   // answered: any later read of fewer, or of masters that lost data, could miss a value.
@@ -199,7 +212,7 @@ void node_health::start_fleet_read(std::size_t node) {
   h.read_done = false;
   h.read_sent = h.read_answers = h.read_trusted_answers = h.read_without_fence = h.read_with_fence =
       0;
-  h.read_answered = 0;
+  h.read_asked = h.read_answered = 0;
   h.read_fence = h.read_max_ttl = 0;
   command_.clear();
   append_register_read(command_, keys_);
@@ -211,6 +224,7 @@ void node_health::start_fleet_read(std::size_t node) {
     if (!io_.usable(other))
       continue;
     ++h.read_sent;
+    h.read_asked |= std::uint32_t{1} << other;
     io_.send(other, tag, command_);
   }
   // Asked again if a majority has not answered by then (masters down, links reconnecting).

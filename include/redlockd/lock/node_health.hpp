@@ -53,6 +53,8 @@ class node_health {
 
   // A master connected (see lock_engine::on_node_connected).
   void on_connected(std::size_t node, const node_facts& facts);
+  // A master's handshake ended: it takes requests (fleet reads it was not asked in go again).
+  void on_ready(std::size_t node);
   // A TIME sample (see lock_engine::on_node_time). False: the node was quarantined for it.
   bool on_time(std::size_t node, const node_time& time, clock_type::time_point sent_at);
   // A master that granted a still-valid lock says its key is gone.
@@ -102,6 +104,7 @@ class node_health {
     std::size_t read_trusted_answers = 0; // answers from trusted masters
     std::size_t read_without_fence = 0;   // answers of masters without a fence register
     std::size_t read_with_fence = 0;      // answers of masters with one, trusted or not
+    std::uint32_t read_asked = 0;         // the masters asked, as a bit set
     std::uint32_t read_answered = 0;      // the masters that answered, as a bit set
     std::uint64_t read_fence = 0;
     std::uint64_t read_max_ttl = 0;

@@ -1297,6 +1297,39 @@ TEST_CASE("a fleet read counts only masters that kept their data", "[engine][qua
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::restart);
 }
 
+TEST_CASE("a new fleet's read asks again at once when a master it could not ask becomes usable "
+          "(CI: a daemon whose masters' handshakes ended one after the other waited 20 node "
+          "timeouts)",
+          "[engine][quarantine]") {
+  fixture f(0, false);
+  // Three masters of a new fleet told their facts; only master 0's handshake has ended.
+  for (std::size_t node = 1; node < 5; ++node)
+    f.nodes.up[node] = false;
+  for (std::size_t node = 0; node < 3; ++node)
+    f.connect(node, "new-" + std::to_string(node), 10, std::nullopt, 0);
+  f.answer(0, request_kind::quarantine_mark, ":0\r\n");
+  REQUIRE(f.nodes.of(request_kind::fleet_read).size() == 1); // master 0 alone was asked
+  f.answer(0, request_kind::fleet_read, "*2\r\n$-1\r\n$-1\r\n");
+  CHECK(f.nodes.of(request_kind::seed).empty()); // one master without a register proves nothing
+  // Masters 1 and 2 become usable: master 0's read goes to them now, not 20 node timeouts later.
+  f.nodes.sent.clear();
+  for (std::size_t node = 1; node < 3; ++node) {
+    f.nodes.up[node] = true;
+    f.engine.on_node_ready(node);
+  }
+  const auto reads = f.nodes.of(request_kind::fleet_read);
+  REQUIRE_FALSE(reads.empty());
+  std::size_t asked_for_0 = 0; // in the latest read for master 0
+  for (const auto& c : reads)
+    if (c.tag.op == 0 && c.tag.generation == reads.back().tag.generation)
+      ++asked_for_0;
+  REQUIRE(asked_for_0 == 3);
+  for (std::size_t node = 0; node < 3; ++node)
+    f.answer(node, request_kind::fleet_read, "*2\r\n$-1\r\n$-1\r\n");
+  f.advance(100ms); // past the drift allowance of a fleet without locks
+  CHECK(f.nodes.of(request_kind::seed).size() == 1); // a majority has no register: seeded
+}
+
 TEST_CASE("a master up for less than the longest TTL at start is quarantined for the rest",
           "[engine][quarantine]") {
   fixture f(0, false);
