@@ -9,14 +9,15 @@
 -- largest ticket of another daemon waiting here ('0' if none).
 -- A writer that shared holders refuse leaves a write intent, 'K write-intent', for as long as
 -- it still waits: new shared holds are refused while it lives (lib/shared.lua), so a stream of
--- readers cannot starve it. Its grant takes the intent out.
+-- readers cannot starve it. Its grant takes the intent out; its value is the daemon's id, so
+-- that the daemon's unmark takes it out when its writers all gave up (unmark.lua).
 local function try(t)
   local granted, hint = grant(t)
   local intent = KEYS[1] .. ' write-intent'
   if granted then
     if granted[1] == 1 then redis.call('del', intent) end
   elseif live_readers(KEYS[1], now_ms(t)) and redis.call('pttl', intent) < tonumber(ARGV[4]) then
-    redis.call('set', intent, '1', 'PX', ARGV[4])
+    redis.call('set', intent, ARGV[5], 'PX', ARGV[4])
   end
   return granted, hint
 end

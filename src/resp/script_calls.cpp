@@ -157,10 +157,10 @@ void append_release(std::string& out, script_by by, std::string_view key, std::s
                        decimal(slack_ms).view()});
 }
 
-void append_unmark(std::string& out, script_by by, std::string_view marker,
+void append_unmark(std::string& out, script_by by, std::string_view marker, std::string_view key,
                    std::string_view daemon_id) {
   const auto [verb, body] = head(script::unmark, by);
-  append_command(out, {verb, body, "1", marker, daemon_id});
+  append_command(out, {verb, body, "2", marker, key, daemon_id});
 }
 
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,

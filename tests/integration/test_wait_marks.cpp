@@ -131,12 +131,12 @@ TEST_CASE("wait marks: unmark takes one daemon's entry out, the marker goes with
   REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
   attempt(fleet, daemon_a, "20", "owner-a");
   attempt(fleet, daemon_b, "10", "owner-b");
-  CHECK(eval(fleet, script::unmark, {marker}, {daemon_b}).integer == 1);
+  CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_b}).integer == 1);
   CHECK(entries(fleet).find(daemon_b) == std::string::npos);
   CHECK(entries(fleet).find(daemon_a) != std::string::npos);
-  CHECK(eval(fleet, script::unmark, {marker}, {daemon_a}).integer == 1);
+  CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_a}).integer == 1);
   CHECK(fleet.pttl(0, marker) == -2);
-  CHECK(eval(fleet, script::unmark, {marker}, {daemon_a}).integer == 0);
+  CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_a}).integer == 0);
 }
 
 TEST_CASE("wait marks: a hand-over yields to another daemon's older head, releasing and waking",
@@ -194,7 +194,7 @@ TEST_CASE(
   // So a release through daemon b wakes a's next waiter.
   CHECK(release(fleet, "owner-a", daemon_b, true).integer == 1);
   CHECK(command_calls(fleet, 0, "publish") == 1);
-  CHECK(eval(fleet, script::unmark, {marker}, {daemon_a}).integer == 1);
+  CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_a}).integer == 1);
 
   // b's head is refused by a holder with 5 s left and sleeps about that long. The holder's
   // UNLOCK hands the lock to a's older waiter with a 1 s TTL: b would sleep 4 s past a free

@@ -165,6 +165,28 @@ TEST_CASE("an exclusive grant is refused by live readers, and a waiting writer l
   CHECK(m.pttl("r write-intent") == -2);
 }
 
+TEST_CASE("a writer's intent goes with its daemon's unmark, not with another daemon's "
+          "(simulator seed 114: readers waited on a writer that had given up)",
+          "[scripts][shared]") {
+  master m;
+  shared_lock(m, reader_a, 4000);
+  const std::string marker = "redlockd:fence:waiting:r";
+  const std::string d1 = "d1d1d1d1d1d1d1d1";
+  const std::string d2 = "d2d2d2d2d2d2d2d2";
+  CHECK(field(m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+                     {"writer-1", "5000", "8", "2500", d1, "8", "200", "0"}),
+              0) == 0);
+  REQUIRE(m.pttl("r write-intent") > 2000);
+  // Another daemon's unmark leaves it: its writers never set it.
+  m.eval(script::unmark, {marker, "r"}, {d2});
+  CHECK(m.pttl("r write-intent") > 2000);
+  CHECK(field(shared_lock(m, reader_b, 1000), 0) == 0);
+  // The writer's daemon gives up (its WAIT ran out): new readers come in at once.
+  CHECK(m.eval(script::unmark, {marker, "r"}, {d1}).integer == 1);
+  CHECK(m.pttl("r write-intent") == -2);
+  CHECK(field(shared_lock(m, reader_b, 1000), 0) == 1);
+}
+
 TEST_CASE("the last reader's release wakes another daemon's waiting writer, and a permit's release "
           "wakes the semaphore's",
           "[scripts][shared][permit]") {

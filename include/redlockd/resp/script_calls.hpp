@@ -67,8 +67,9 @@ void append_acquire_wait(std::string& out, script_by by, std::string_view key,
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
                     const register_keys& keys, std::string_view marker, std::string_view daemon_id,
                     bool wakes, std::uint64_t slack_ms);
-// A daemon's entry out of a wait marker: all its waiters for that lock left without it.
-void append_unmark(std::string& out, script_by by, std::string_view marker,
+// A daemon's entry out of a wait marker, and its writers' intent off lock `key`: all its waiters
+// for that lock left without it.
+void append_unmark(std::string& out, script_by by, std::string_view marker, std::string_view key,
                    std::string_view daemon_id);
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                    std::string_view owner, std::uint64_t ttl_ms);
