@@ -10,7 +10,10 @@
 -- A writer that shared holders refuse leaves a write intent, 'K write-intent', for as long as
 -- it still waits: new shared holds are refused while it lives (lib/shared.lua), so a stream of
 -- readers cannot starve it. Its grant takes the intent out; its value is the daemon's id, so
--- that the daemon's unmark takes it out when its writers all gave up (unmark.lua).
+-- that the daemon's unmark takes it out when its writers all gave up (unmark.lua). While the
+-- intent is this daemon's, its head does not yield its turn to another daemon's older head:
+-- that head may be a reader the intent refuses, and each would wait for the other until the
+-- writer's WAIT ran out (simulator seeds 41560, 30038). Another daemon's writer waits a turn.
 local function try(t)
   local granted, hint = grant(t)
   local intent = KEYS[1] .. ' write-intent'
@@ -21,4 +24,5 @@ local function try(t)
   end
   return granted, hint
 end
-return wait_turn(redis.call('time'), false, 8, try)
+local intent_is_mine = redis.call('get', KEYS[1] .. ' write-intent') == ARGV[5]
+return wait_turn(redis.call('time'), false, 8, try, intent_is_mine)

@@ -114,8 +114,9 @@ end
 -- the entry until about the waiter's next try (the holders' remaining time, or the earlier
 -- head's entry, plus 1 % and the slack; never past the waiter's wait). Returns `try`'s answer
 -- with a fifth field, the largest ticket of another daemon waiting here ('0' if none): the
--- daemon's next tickets come after it.
-local function wait_turn(t, releasing, behind, try)
+-- daemon's next tickets come after it. With `first_in_line`, the waiter yields to nobody (a
+-- writer whose intent holds the readers back: an older head may be one of them).
+local function wait_turn(t, releasing, behind, try, first_in_line)
   try = try or grant
   local next_wait = tonumber(ARGV[behind]) or 0 -- (absent: nobody behind)
   local m = redis.call('get', KEYS[4])
@@ -137,6 +138,7 @@ local function wait_turn(t, releasing, behind, try)
   local now = ms(t)
   local others, last, mine, first, largest = '', 0, false, nil, '0'
   if m then others, last, mine, first, largest = scan(m, now, ARGV[5], ARGV[6]) end
+  if first_in_line then first = nil end
   if not first and not tried then
     local granted
     granted, hint = try(t, releasing)
