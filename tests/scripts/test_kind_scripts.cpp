@@ -187,6 +187,39 @@ TEST_CASE("a writer's intent goes with its daemon's unmark, not with another dae
   CHECK(field(shared_lock(m, reader_b, 1000), 0) == 1);
 }
 
+TEST_CASE("a writer whose daemon owns the intent does not yield to an older head of another "
+          "daemon, which may be a reader the intent refuses (simulator seed 41560)",
+          "[scripts][shared]") {
+  master m;
+  const std::string marker = "redlockd:fence:waiting:r";
+  const std::string d1 = "d1d1d1d1d1d1d1d1";
+  const std::string d2 = "d2d2d2d2d2d2d2d2";
+  const auto writer = [&](const std::string& daemon, const std::string& ticket) {
+    return m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+                  {"writer-" + daemon, "5000", "90", "2500", daemon, ticket, "200", "0"});
+  };
+  const auto reader = [&](const std::string& ticket) { // d2's head, a reader
+    return m.eval(script::shared_acquire, {"r", fence, max_ttl, marker},
+                  {reader_b, "1000", "91", "2500", d2, ticket, "200", "0", ""});
+  };
+  shared_lock(m, reader_a, 300);
+  CHECK(field(writer(d1, "20"), 0) == 0); // refused by the reader: d1's intent
+  REQUIRE(m.get("r write-intent") == d1);
+  CHECK(field(reader("10"), 0) == 0); // d2's older head, refused by the intent
+  m.run({"ZREM", "r readers", reader_a});
+  // The readers are gone: d1's writer goes before d2's older reader it holds back.
+  CHECK(field(writer(d1, "20"), 0) == 1);
+  CHECK(m.get("r") == "writer-" + d1);
+  CHECK(m.pttl("r write-intent") == -2);
+  // Without an intent of its own, a writer yields to the older head as before.
+  m.run({"DEL", "r"});
+  CHECK(field(reader("10"), 0) == 1); // d2's reader is in
+  m.run({"ZREM", "r readers", reader_b});
+  const long long now_ms = std::stoll(m.run({"TIME"}).elements.at(0).str) * 1000;
+  m.run({"SET", marker, d2 + " 10 " + std::to_string(now_ms + 60'000) + ";"}); // d2 waits again
+  CHECK(field(writer(d1, "20"), 0) == 0);
+}
+
 TEST_CASE("the last reader's release wakes another daemon's waiting writer, and a permit's release "
           "wakes the semaphore's",
           "[scripts][shared][permit]") {
