@@ -2,6 +2,8 @@
 // Each connection keeps up to -p cycles in flight; a cycle is LOCK <r> <ttl> [WAIT w] then, on OK,
 // UNLOCK <r> <owner>. Replies come back in request order, so a FIFO of slots per connection says
 // which request a reply answers. Counts only what completes inside the measured window.
+// --kind picks the lock family's request instead (protocol 1.1): LOCK ... SHARED, LOCK ...
+// PERMITS n, or MLOCK of k distinct resources then MUNLOCK of the same set.
 // With several daemon addresses, connection i of each kind goes to address i % n; one process, one
 // steady clock, so a hand-over (UNLOCK sent -> the next LOCK OK for that resource) can be timed
 // across daemons. An address may be a Unix-domain socket (unix:PATH, the daemon's listen_unix).
@@ -48,6 +50,10 @@ constexpr std::string_view usage = R"(usage: redlock-bench [options]
   --ttl MS         lock TTL (default 10000)
   --wait MS        send LOCK ... WAIT MS (default: no WAIT); also times hand-overs: a holder's
                    UNLOCK sent -> the next grant of that resource to a LOCK sent before it
+                   (per kind: see bench/README.md; none for shared, where readers never wait)
+  --kind K         what a cycle locks (default exclusive): shared (LOCK ... SHARED), permits:N
+                   (LOCK ... PERMITS N: one permit of the N-permit semaphore of that name) or
+                   multi:K (MLOCK of K distinct resources drawn among -r, then MUNLOCK of them)
   --keep N         hold N KEEP locks on separate connections during the run
   --keep-per-conn N  KEEP locks per connection (default 500; the daemon allows 1000)
   --waiters N      park N waiters (LOCK ... WAIT) behind held locks during the run
@@ -70,6 +76,8 @@ struct address {
   std::string text() const { return is_unix() ? "unix:" + host : host + ":" + port; }
 };
 
+enum class lock_kind { exclusive, shared, permits, multi };
+
 struct options {
   int connections = 50;
   int pipeline = 1;
@@ -78,6 +86,8 @@ struct options {
   double warmup = 2;
   std::uint64_t ttl_ms = 10000;
   std::optional<std::uint64_t> wait_ms;
+  lock_kind kind = lock_kind::exclusive;
+  std::uint32_t kind_count = 1; // permits: the semaphore's n; multi: resources per set
   int keep = 0;
   int keep_per_conn = 500;
   int waiters = 0;
@@ -128,6 +138,43 @@ std::vector<std::string_view> split_list(std::string_view list, const char* what
   }
 }
 
+constexpr std::uint32_t max_set_resources = 64; // the daemon's max_resources_per_request default
+constexpr std::uint64_t max_timed_permit_slots = std::uint64_t{1} << 22;
+
+const char* kind_name(lock_kind kind) {
+  switch (kind) {
+  case lock_kind::exclusive:
+    return "exclusive";
+  case lock_kind::shared:
+    return "shared";
+  case lock_kind::permits:
+    return "permits";
+  case lock_kind::multi:
+    return "multi";
+  }
+  return "?";
+}
+
+// "exclusive", "shared", "permits:N" or "multi:K".
+void parse_kind(std::string_view text, options& opts) {
+  const auto colon = text.find(':');
+  const std::string_view name = text.substr(0, colon);
+  const bool counted = name == "permits" || name == "multi";
+  if (counted != (colon != std::string_view::npos))
+    die("--kind wants exclusive, shared, permits:N or multi:K, got '" + std::string(text) + "'");
+  opts.kind_count = counted ? parse_number<std::uint32_t>(text.substr(colon + 1), "--kind") : 1;
+  if (name == "exclusive")
+    opts.kind = lock_kind::exclusive;
+  else if (name == "shared")
+    opts.kind = lock_kind::shared;
+  else if (name == "permits")
+    opts.kind = lock_kind::permits;
+  else if (name == "multi")
+    opts.kind = lock_kind::multi;
+  else
+    die("--kind wants exclusive, shared, permits:N or multi:K, got '" + std::string(text) + "'");
+}
+
 options parse_options(int argc, char** argv) {
   options opts;
   for (int i = 1; i < argc; ++i) {
@@ -151,6 +198,8 @@ options parse_options(int argc, char** argv) {
       opts.ttl_ms = parse_number<std::uint64_t>(value(), "--ttl");
     else if (arg == "--wait")
       opts.wait_ms = parse_number<std::uint64_t>(value(), "--wait");
+    else if (arg == "--kind")
+      parse_kind(value(), opts);
     else if (arg == "--keep")
       opts.keep = parse_number<int>(value(), "--keep");
     else if (arg == "--keep-per-conn")
@@ -186,6 +235,16 @@ options parse_options(int argc, char** argv) {
       opts.warmup < 0 || opts.keep < 0 || opts.keep_per_conn < 1 || opts.waiters < 0 ||
       opts.waiters_per_resource < 1 || opts.idle < 0)
     die("option out of range");
+  if (opts.kind_count < 1 ||
+      (opts.kind == lock_kind::multi &&
+       (opts.kind_count > max_set_resources || opts.kind_count > opts.resources)))
+    die("--kind multi:K wants 1 <= K <= " + std::to_string(max_set_resources) +
+        " and K <= -r; permits:N wants N >= 1");
+  // Hand-overs of permits are timed per slot: R * N states of 32 bytes.
+  if (opts.kind == lock_kind::permits && opts.wait_ms &&
+      std::uint64_t{opts.resources} * opts.kind_count > max_timed_permit_slots)
+    die("--kind permits:N with --wait times each of the R * N permit slots: at most " +
+        std::to_string(max_timed_permit_slots));
   return opts;
 }
 
@@ -308,6 +367,14 @@ struct slot {
   std::array<char, owner_length> owner{};
 };
 
+// Per resource (WAIT runs only): its holder's last UNLOCK, until the next grant.
+struct handover_state {
+  clock_type::time_point unlock_sent;
+  std::uint64_t unlock_seq = 0;
+  std::uint32_t addr = 0; // the holder's daemon address
+  bool pending = false;   // UNLOCK sent inside the window, no grant since
+};
+
 enum class role { cycler, keeper, waiter, idle };
 
 struct connection {
@@ -322,7 +389,8 @@ struct connection {
   bool write_busy = false;
   bool open = true;
   std::vector<slot> slots;
-  std::vector<std::uint32_t> fifo; // ring of slot indexes, capacity = slots.size()
+  std::vector<std::uint32_t> members; // multi: slot s's set at [s * K, (s + 1) * K)
+  std::vector<std::uint32_t> fifo;    // ring of slot indexes, capacity = slots.size()
   std::size_t fifo_head = 0, fifo_count = 0;
 };
 
@@ -332,13 +400,22 @@ class bench {
       : opts_(opts), random_{0x5eed ^ static_cast<std::uint64_t>(getpid())} {
     ttl_text_ = std::to_string(opts.ttl_ms);
     lock_suffix_ = " " + ttl_text_;
+    if (opts.kind == lock_kind::shared)
+      lock_suffix_ += " SHARED";
+    else if (opts.kind == lock_kind::permits)
+      lock_suffix_ += " PERMITS " + std::to_string(opts.kind_count);
     if (opts.wait_ms)
       lock_suffix_ += " WAIT " + std::to_string(*opts.wait_ms);
     lock_suffix_ += '\n';
+    set_prefix_ = std::to_string(opts.kind_count);
     names_.reserve(opts.resources);
     for (std::uint32_t i = 0; i < opts.resources; ++i)
       names_.push_back("r" + std::to_string(i));
-    if (opts.wait_ms)
+    // A permit is an exclusive lock on one of the semaphore's n slots: hand-overs are timed per
+    // slot. Readers never wait for readers: nothing is handed over between shared holds.
+    if (opts.wait_ms && opts.kind == lock_kind::permits)
+      handover_.resize(std::size_t{opts.resources} * opts.kind_count);
+    else if (opts.wait_ms && opts.kind != lock_kind::shared)
       handover_.resize(opts.resources);
   }
 
@@ -357,6 +434,8 @@ class bench {
     for (int i = 0; i < opts_.connections; ++i) {
       auto& c = open_connection(role::cycler);
       c.slots.resize(static_cast<std::size_t>(opts_.pipeline));
+      if (opts_.kind == lock_kind::multi)
+        c.members.resize(c.slots.size() * opts_.kind_count);
       c.fifo.resize(c.slots.size());
     }
     now_ = clock_type::now();
@@ -564,6 +643,8 @@ class bench {
   }
 
   void send_lock(connection& c, std::uint32_t s) {
+    if (opts_.kind == lock_kind::multi)
+      return send_mlock(c, s);
     auto& sl = c.slots[s];
     sl.resource = static_cast<std::uint32_t>(random_.next() % opts_.resources);
     sl.unlocking = false;
@@ -576,18 +657,66 @@ class bench {
     push(c, s);
   }
 
+  // MLOCK K r_a r_b ... <ttl> [WAIT w]: K distinct resources, in the order drawn (the daemon takes
+  // a set in any order without deadlock, so the bench does not sort them).
+  void send_mlock(connection& c, std::uint32_t s) {
+    auto& sl = c.slots[s];
+    std::uint32_t* members = set_of(c, s);
+    for (std::uint32_t i = 0; i < opts_.kind_count; ++i) {
+      std::uint32_t drawn;
+      do
+        drawn = static_cast<std::uint32_t>(random_.next() % opts_.resources);
+      while (std::find(members, members + i, drawn) != members + i);
+      members[i] = drawn;
+    }
+    sl.unlocking = false;
+    sl.counted = measuring_;
+    sl.sent = now_;
+    sl.lock_seq = ++sequence_;
+    c.out += "MLOCK ";
+    append_set(c, s);
+    c.out += lock_suffix_;
+    push(c, s);
+  }
+
+  std::uint32_t* set_of(connection& c, std::uint32_t s) const {
+    return c.members.data() + std::size_t{s} * opts_.kind_count;
+  }
+
+  // "K r_a r_b ..." of slot s's set.
+  void append_set(connection& c, std::uint32_t s) const {
+    c.out += set_prefix_;
+    const std::uint32_t* members = set_of(c, s);
+    for (std::uint32_t i = 0; i < opts_.kind_count; ++i) {
+      c.out += ' ';
+      c.out += names_[members[i]];
+    }
+  }
+
   void send_unlock(connection& c, std::uint32_t s) {
     auto& sl = c.slots[s];
     sl.unlocking = true;
-    if (!handover_.empty()) { // the clock read of this batch: the UNLOCK goes out at its end
-      auto& h = handover_[sl.resource];
+    // The clock read of this batch: the UNLOCK goes out at its end.
+    if (!handover_.empty() && opts_.kind != lock_kind::multi) {
+      auto& h = handover_[handover_index(sl)];
       h.pending = measuring_;
       h.unlock_sent = now_;
       h.unlock_seq = ++sequence_;
       h.addr = c.addr;
     }
-    c.out += "UNLOCK ";
-    c.out += names_[sl.resource];
+    if (opts_.kind == lock_kind::multi) {
+      if (!handover_.empty()) { // one release for every member of the set
+        const std::uint64_t seq = ++sequence_;
+        const std::uint32_t* members = set_of(c, s);
+        for (std::uint32_t i = 0; i < opts_.kind_count; ++i)
+          handover_[members[i]] = {now_, seq, c.addr, measuring_};
+      }
+      c.out += "MUNLOCK ";
+      append_set(c, s);
+    } else {
+      c.out += "UNLOCK ";
+      c.out += names_[sl.resource];
+    }
     c.out += ' ';
     c.out.append(sl.owner.data(), sl.owner.size());
     c.out += '\n';
@@ -654,9 +783,11 @@ class bench {
         if (sl.counted && measuring_)
           latency_.add(static_cast<std::uint64_t>(
               std::chrono::duration_cast<std::chrono::microseconds>(now_ - sl.sent).count()));
-        if (!handover_.empty())
-          on_granted(c, sl);
         std::memcpy(sl.owner.data(), line.data() + 3, owner_length);
+        if (opts_.kind == lock_kind::multi && !handover_.empty())
+          on_set_granted(c, s);
+        else if (!handover_.empty())
+          on_granted(c, sl);
         send_unlock(c, s);
         return;
       }
@@ -680,20 +811,57 @@ class bench {
       send_lock(c, s);
   }
 
-  // The first grant of a resource after its holder's UNLOCK went out ends a hand-over; it counts
-  // when that UNLOCK went out inside the window, the grant arrives inside it, and the LOCK it
-  // answers was sent before the UNLOCK (a waiter, not a newcomer).
+  // The first grant of a resource (a permit slot) after its holder's UNLOCK went out ends a
+  // hand-over; it counts when that UNLOCK went out inside the window, the grant arrives inside it,
+  // and the LOCK it answers was sent before the UNLOCK (a waiter, not a newcomer).
   void on_granted(const connection& c, const slot& sl) {
-    auto& h = handover_[sl.resource];
+    auto& h = handover_[handover_index(sl)];
     if (!h.pending)
       return;
     h.pending = false;
     if (!measuring_ || sl.lock_seq > h.unlock_seq)
       return;
+    add_handover(c, h);
+  }
+
+  // A set's grant is the next grant of each of its members: it ends every member's pending
+  // hand-over, and counts once, from the latest of those members' releases that went out after
+  // the MLOCK (the last one it waited for). Members it did not wait for end uncounted.
+  void on_set_granted(const connection& c, std::uint32_t s) {
+    const slot& sl = c.slots[s];
+    const std::uint32_t* members = c.members.data() + std::size_t{s} * opts_.kind_count;
+    const handover_state* last = nullptr;
+    for (std::uint32_t i = 0; i < opts_.kind_count; ++i) {
+      auto& h = handover_[members[i]];
+      if (!h.pending)
+        continue;
+      h.pending = false;
+      if (measuring_ && sl.lock_seq < h.unlock_seq && (!last || h.unlock_sent > last->unlock_sent))
+        last = &h;
+    }
+    if (last)
+      add_handover(c, *last);
+  }
+
+  void add_handover(const connection& c, const handover_state& h) {
     const auto us = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(now_ - h.unlock_sent).count());
     handover_all_.add(us);
     (h.addr == c.addr ? handover_same_ : handover_cross_).add(us);
+  }
+
+  // The resource, or for a permit the semaphore's slot its owner carries (characters 6 to 8,
+  // hex: proto/PROTOCOL.md), each slot being an exclusive lock.
+  std::size_t handover_index(const slot& sl) const {
+    if (opts_.kind != lock_kind::permits)
+      return sl.resource;
+    std::uint32_t permit = 0;
+    const char* digits = sl.owner.data() + 5;
+    if (std::from_chars(digits, digits + 3, permit, 16).ptr != digits + 3 ||
+        permit >= opts_.kind_count)
+      die("permit owner without a slot below " + std::to_string(opts_.kind_count) + ": " +
+          std::string(sl.owner.data(), sl.owner.size()));
+    return std::size_t{sl.resource} * opts_.kind_count + permit;
   }
 
   void count_error(std::string_view line) {
@@ -821,6 +989,9 @@ class bench {
       handovers("", handover_all_);
       handovers("_same", handover_same_);
       handovers("_cross", handover_cross_);
+      std::snprintf(buffer, sizeof buffer, ",\"kind\":\"%s\",\"kind_n\":%u", kind_name(opts_.kind),
+                    opts_.kind_count);
+      line += buffer;
       std::cout << line << '}' << std::endl;
       return;
     }
@@ -828,6 +999,12 @@ class bench {
                 window_seconds_, opts_.connections, opts_.pipeline, opts_.resources,
                 static_cast<unsigned long long>(opts_.ttl_ms), opts_.wait_ms ? " WAIT" : "",
                 opts_.keep, opts_.waiters, opts_.idle);
+    if (opts_.kind == lock_kind::permits)
+      std::printf("kind          permits: one of %u per semaphore\n", opts_.kind_count);
+    else if (opts_.kind == lock_kind::multi)
+      std::printf("kind          multi: MLOCK of %u resources\n", opts_.kind_count);
+    else
+      std::printf("kind          %s\n", kind_name(opts_.kind));
     if (opts_.addrs.size() > 1) {
       std::printf("addresses    ");
       for (std::size_t i = 0; i < opts_.addrs.size(); ++i)
@@ -888,7 +1065,7 @@ class bench {
   std::array<std::uint32_t, 4> next_addr_{};            // per role: round-robin over endpoints_
   std::vector<std::unique_ptr<connection>> conns_;
   std::vector<std::string> names_;
-  std::string ttl_text_, lock_suffix_;
+  std::string ttl_text_, lock_suffix_, set_prefix_;
   rng random_;
   clock_type::time_point now_;
   bool measuring_ = false, stopping_ = false, finishing_ = false;
@@ -896,15 +1073,8 @@ class bench {
   net::steady_timer timer_{io_};
   counters counts_;
   histogram latency_;
-  // Per resource (WAIT runs only): its holder's last UNLOCK, until the next grant.
-  struct handover_state {
-    clock_type::time_point unlock_sent;
-    std::uint64_t unlock_seq = 0;
-    std::uint32_t addr = 0; // the holder's daemon address
-    bool pending = false;   // UNLOCK sent inside the window, no grant since
-  };
-  std::vector<handover_state> handover_;
-  std::uint64_t sequence_ = 0; // counts LOCKs and UNLOCKs sent
+  std::vector<handover_state> handover_; // per resource, or per permit slot (handover_index)
+  std::uint64_t sequence_ = 0;           // counts LOCKs and UNLOCKs sent
   histogram handover_all_, handover_same_, handover_cross_;
   clock_type::time_point window_start_;
   double window_seconds_ = 0;

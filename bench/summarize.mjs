@@ -151,6 +151,52 @@ console.log(`\nUnix socket / TCP loopback (1 in flight): cycles/s ` +
             `${ms(m("low_p1_unix", "acquire_p99_us"))} ms against ${ms(m("low_p1", "acquire_p50_us"))} / ` +
             `${ms(m("low_p1", "acquire_p99_us"))} ms.`);
 
+// The lock family (protocol 1.1): each kind's row beside the exclusive row of the same C and R
+// and, for MLOCK, node-redlock's acquire of the same 3 resources. Absent from older results.
+// [label, what, node-redlock's label, exclusive label, WAIT (hand-overs timed)]
+const kind_rows = [
+  ["shared_contended", "shared readers R=10 (LOCK ... SHARED, no WAIT)", "", "contended", false],
+  ["permits_contended", "semaphore of 4 per name R=10, WAIT 10 s (LOCK ... PERMITS 4)", "",
+   "contended", true],
+  ["multi_low", "MLOCK of 3 among R=10,000 (node: acquire of 3, retryCount 0)", "node_multi_low",
+   "low_p1", false],
+  ["multi_contended", "MLOCK of 3 among R=10, WAIT 10 s (node: acquire of 3, default retries)",
+   "node_multi_contended", "contended", true],
+];
+if (runs.some((r) => kind_rows.some(([label]) => r.label === label))) {
+  const acquire = (label) => m(label, "acquires") > 0 || m(label, "cycles") > 0
+    ? `${ms(m(label, "acquire_p50_us"))} / ${ms(m(label, "acquire_p99_us"))} / ` +
+      ms(m(label, "acquire_p999_us"))
+    : "n/a";
+  const cpus = (label) => `${cpu(label, "daemon_cpu_us_per_cycle")} / ` +
+    cpu(label, "masters_cpu_us_per_cycle");
+  const replies = (label) => `${n(m(label, "busy"))} / ${n(m(label, "noquorum"))} / ` +
+    `${n(m(label, "notheld"))} / ${n(m(label, "errors"))}`;
+  console.log("\nLock kinds (protocol 1.1), same run: C=50, 1 in flight; a cycle is one grant and its " +
+              "release (for MLOCK: a set of 3 locked, then MUNLOCK of the 3). The exclusive row is " +
+              "the same C and R with WAIT (contended) or without (low_p1).\n");
+  console.log("| measurement | redlockd | node-redlock | redlockd / node-redlock | " +
+              "exclusive row | kind / exclusive |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+  for (const [label, what, node, exclusive, waits] of kind_rows) {
+    const c = m(label, "cycles_per_s"), c_node = node ? m(node, "cycles_per_s") : NaN;
+    const c_excl = m(exclusive, "cycles_per_s");
+    console.log(`| ${what}: cycles/s | ${n(c)} | ${node ? n(c_node) : ""} | ` +
+                `${node ? ratio(c, c_node) : ""} | ${exclusive}: ${n(c_excl)} | ${ratio(c, c_excl)} |`);
+    console.log(`|   acquire p50 / p99 / p99.9 ms | ${acquire(label)} | ${node ? acquire(node) : ""} | ` +
+                `| ${acquire(exclusive)} | |`);
+    console.log(`|   daemon / masters CPU µs/cycle (node: masters) | ${cpus(label)} | ` +
+                `${node ? cpu(node, "masters_cpu_us_per_cycle") : ""} | | ${cpus(exclusive)} | |`);
+    if (waits)
+      console.log(`|   hand-over p50 / p99 ms (count) | ${handover(label, "")} | | | ` +
+                  `${handover(exclusive, "")} | |`);
+    console.log(`|   BUSY / NOQUORUM / NOTHELD / ERR per run (node: failed acquires / errors) | ` +
+                `${replies(label)} | ` +
+                `${node ? `${n(m(node, "failed_acquires"))} / ${n(m(node, "errors"))}` : ""} | | ` +
+                `${replies(exclusive)} | |`);
+  }
+}
+
 // The peers a careful engineer would consider instead, each through its own strongest client.
 if (runs.some((r) => r.label === "etcd_low" || r.label === "zk_low")) {
   console.log("\nPeers, same run (etcd 3.4 and ZooKeeper 3.8, 3 members each on loopback, default " +

@@ -1,10 +1,13 @@
 // node-redlock peer for scripts/bench: C async workers cycle acquire + release over R resources.
 //   node redlock-bench.mjs --nodes 127.0.0.1:7101,... [-c 50] [-r 10000] [-d 10] [--warmup 2]
 //                          [--ttl 10000] [--retry 0|default] [--autopipeline on|off]
-//                          [--mode redlock|plain]
+//                          [--mode redlock|plain] [--multi K]
 // --mode plain is the floor of a Redlock cycle on the masters: SET key value NX PX ttl on every
 // master, a majority wins, then a compare-and-delete script (EVALSHA) on every master; no
 // retries, no extension, nothing else (the same autopipelined ioredis connections).
+// --multi K: each cycle locks K distinct resources drawn among R at once,
+// redlock.acquire([r1, ..., rK], ttl) (one script sets all K keys or none on each master), and
+// releases them together: the workload of redlock-bench --kind multi:K.
 // Prints one JSON line. Cycles count when their release completes inside the window; acquire
 // latencies count for acquisitions that start inside it (the method of perf-anchors.md). The
 // masters' CPU over the window (INFO cpu: used_cpu_sys + used_cpu_user) is reported per cycle.
@@ -15,7 +18,7 @@ import Redlock from "redlock";
 const args = {
   nodes: "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003,127.0.0.1:7004,127.0.0.1:7005",
   c: 50, r: 10000, d: 10, warmup: 2, ttl: 10000, retry: "0", autopipeline: "on", prefix: "nr:",
-  mode: "redlock",
+  mode: "redlock", multi: 1,
 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i += 2) {
@@ -36,6 +39,11 @@ await Promise.all(clients.map((c) => c.ping()));
 
 if (args.mode !== "redlock" && args.mode !== "plain") {
   console.error(`--mode wants redlock or plain, got ${args.mode}`);
+  process.exit(64);
+}
+if (!Number.isInteger(args.multi) || args.multi < 1 || args.multi > args.r ||
+    (args.mode === "plain" && args.multi !== 1)) {
+  console.error(`--multi wants 1 <= K <= -r (and 1 with --mode plain), got ${args.multi}`);
   process.exit(64);
 }
 const settings = args.retry === "default" ? {} : { retryCount: Number(args.retry) };
@@ -63,8 +71,15 @@ const plain = {
   },
 };
 const acquire = args.mode === "plain"
-  ? (resource, ttl) => plain.acquire(resource, ttl)
-  : (resource, ttl) => redlock.acquire([resource], ttl);
+  ? (resources, ttl) => plain.acquire(resources[0], ttl)
+  : (resources, ttl) => redlock.acquire(resources, ttl);
+const draw = () => args.prefix + Math.floor(Math.random() * args.r);
+// K distinct resources, in the order drawn.
+const drawSet = () => {
+  const set = new Set();
+  while (set.size < args.multi) set.add(draw());
+  return [...set];
+};
 
 // Summed used_cpu_sys + used_cpu_user of the masters, in µs.
 async function mastersCpuUs() {
@@ -82,12 +97,12 @@ let measuring = false, running = true;
 
 async function worker() {
   while (running) {
-    const resource = args.prefix + Math.floor(Math.random() * args.r);
+    const resources = args.multi === 1 ? [draw()] : drawSet();
     const started = process.hrtime.bigint();
     const counted = measuring;
     let lock;
     try {
-      lock = await acquire(resource, args.ttl);
+      lock = await acquire(resources, args.ttl);
     } catch (e) {
       if (measuring) {
         if (e && e.name === "ExecutionError") ++failed; else ++errors;
@@ -125,7 +140,7 @@ const pct = (p) => latencies.length ? latencies[Math.min(latencies.length - 1,
 console.log(JSON.stringify({
   tool: args.mode === "plain" ? "plain-redlock" : "node-redlock", redlock: "5.0.0-beta.2",
   autopipeline: args.autopipeline === "on",
-  retry: args.retry, c: args.c, r: args.r, ttl: args.ttl, seconds,
+  retry: args.retry, c: args.c, r: args.r, multi: args.multi, ttl: args.ttl, seconds,
   cycles, cycles_per_s: cycles / seconds, failed_acquires: failed, failed_releases: release_failed,
   errors, acquire_p50_us: pct(0.5), acquire_p99_us: pct(0.99), acquire_p999_us: pct(0.999),
   client_cpu_us_per_cycle: cycles ? (u1.user + u1.system) / cycles : 0,

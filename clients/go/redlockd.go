@@ -1,11 +1,15 @@
-// Package redlockd is a client for redlockd, the Redlock lock daemon (protocol v1). It uses only
-// the standard library.
+// Package redlockd is a client for redlockd, the Redlock lock daemon (protocol v1.1). It uses
+// only the standard library.
 //
 //	c, err := redlockd.Dial(ctx, []string{"127.0.0.1:7400", "127.0.0.1:7410"})
 //	lease, err := c.Lock(ctx, "orders:1", redlockd.TTL(10*time.Second), redlockd.Wait(5*time.Second))
 //	if err != nil { ... errors.Is(err, redlockd.ErrBusy) ... }
 //	defer lease.Unlock(context.Background())
 //	write(lease.Fence())
+//
+// The lock family: Lock(ctx, r, TTL(d), Shared()) takes a shared (read) hold, Lock(ctx, r,
+// TTL(d), Permits(n)) one of n permits of the semaphore r, and LockMany(ctx, []string{r1, r2},
+// TTL(d)) every resource at once or none; each returns a Lease whose Unlock and Extend fit them.
 //
 // A Client holds one connection at a time and pipelines every call made on it, from any number
 // of goroutines: replies are matched to requests by their order, LOST pushes are recognised
@@ -38,6 +42,9 @@ var (
 	ErrConnectionLost = errors.New("redlockd: connection lost with the request in flight")
 	ErrLost           = errors.New("redlockd: lock lost")
 	ErrClosed         = errors.New("redlockd: client closed")
+	// ErrPermitsMismatch: ERR PERMITS_MISMATCH, the semaphore's permits in use were taken with
+	// another number of permits (a *ServerError with that Code).
+	ErrPermitsMismatch = errors.New("redlockd: another number of permits is in force")
 )
 
 // BusyError is the BUSY reply: RetryAfter is the smallest remaining TTL the masters reported.
@@ -61,7 +68,8 @@ type ServerError struct{ Code, Message string }
 
 func (e *ServerError) Error() string { return "redlockd: " + e.Code + " " + e.Message }
 func (e *ServerError) Is(target error) bool {
-	return target == ErrAuth && (e.Code == "NOAUTH" || e.Code == "AUTH_FAILED")
+	return target == ErrAuth && (e.Code == "NOAUTH" || e.Code == "AUTH_FAILED") ||
+		target == ErrPermitsMismatch && e.Code == "PERMITS_MISMATCH"
 }
 
 func replyError(reply string) error {
@@ -123,6 +131,10 @@ type lockConfig struct {
 	ttl, wait time.Duration
 	hasWait   bool
 	keep      bool
+	shared    bool
+	permits   int
+	label     string
+	maxHold   time.Duration
 }
 
 // LockOption configures Lock.
@@ -140,6 +152,33 @@ func Wait(d time.Duration) LockOption {
 // Lease.Done is closed when it is lost (LOST pushed, or the connection failed).
 func Keep() LockOption { return func(l *lockConfig) { l.keep = true } }
 
+// Shared takes a shared (read) hold (LOCK ... SHARED): any number of them at once, none while an
+// exclusive lock or a set holds the resource, or while an exclusive waiter waits for it.
+func Shared() LockOption { return func(l *lockConfig) { l.shared = true } }
+
+// Permits takes one of n permits of the semaphore named by the resource (LOCK ... PERMITS n). A
+// semaphore and a lock of the same name are different things. Every request for one semaphore
+// names the same n while any of its permits lives, else ErrPermitsMismatch.
+func Permits(n int) LockOption { return func(l *lockConfig) { l.permits = n } }
+
+// Label names the holder in STATUS and LIST (1 to 64 printable ASCII bytes, no spaces).
+func Label(label string) LockOption { return func(l *lockConfig) { l.label = label } }
+
+// MaxHold (with Keep only) makes the daemon renew the lock for at most d from the grant; then
+// it is lost as when a renewal fails.
+func MaxHold(d time.Duration) LockOption { return func(l *lockConfig) { l.maxHold = d } }
+
+// Kind is what a Lease holds; the owner says it too.
+type Kind string
+
+// The kinds of lock.
+const (
+	KindExclusive Kind = "exclusive"
+	KindShared    Kind = "shared"
+	KindPermit    Kind = "permit"
+	KindSet       Kind = "set"
+)
+
 // ---------------------------------------------------------------------------------------------
 // One connection
 
@@ -150,7 +189,8 @@ type result struct {
 
 type call struct {
 	line     string
-	resource string
+	release  string // what releases a grant of this LOCK or MLOCK, without the owner
+	resource string // the resource a LOST push names (a set's first)
 	keep     bool
 	isLock   bool
 	wait     time.Duration // the WAIT it carries: its reply may take that long
@@ -346,7 +386,11 @@ func (c *conn) cleanUp(k *call, r result) {
 	if k.isLock && r.err == nil && strings.HasPrefix(r.reply, "OK ") {
 		owner := strings.Split(r.reply, " ")[1]
 		c.forgetKeep(owner)
-		c.sendNoWait("UNLOCK " + k.resource + " " + owner)
+		release := k.release
+		if release == "" {
+			release = "UNLOCK " + k.resource
+		}
+		c.sendNoWait(release + " " + owner)
 	}
 }
 
@@ -537,9 +581,11 @@ func checkToken(s, what string) error {
 
 func millis(d time.Duration) int64 { return int64((d + time.Millisecond/2) / time.Millisecond) }
 
-// Lock takes the lock (LOCK). It returns a *BusyError (errors.Is ErrBusy), a *NoQuorumError, a
-// *ServerError or a connection error. Cancelling ctx abandons a pending LOCK: its reply is still
-// read in turn and, if it grants the lock, the lock is released.
+// Lock takes the lock (LOCK): exclusive, or with Shared() a shared hold, or with Permits(n) a
+// permit of a semaphore. It returns a *BusyError (errors.Is ErrBusy), a *NoQuorumError, a
+// *ServerError (errors.Is ErrPermitsMismatch, ErrAuth) or a connection error. Cancelling ctx
+// abandons a pending LOCK: its reply is still read in turn and, if it grants the lock, the lock
+// is released.
 func (c *Client) Lock(ctx context.Context, resource string, opts ...LockOption) (*Lease, error) {
 	var lc lockConfig
 	for _, o := range opts {
@@ -548,10 +594,62 @@ func (c *Client) Lock(ctx context.Context, resource string, opts ...LockOption) 
 	if err := checkToken(resource, "resource"); err != nil {
 		return nil, err
 	}
+	kind := KindExclusive
+	line := "LOCK " + resource + " %s"
+	switch {
+	case lc.shared && lc.permits != 0:
+		return nil, errors.New("redlockd: a lock is Shared or a permit of a semaphore, not both")
+	case lc.shared:
+		kind, line = KindShared, line+" SHARED"
+	case lc.permits < 0:
+		return nil, fmt.Errorf("redlockd: Permits must be at least 1, got %d", lc.permits)
+	case lc.permits > 0:
+		kind, line = KindPermit, line+" PERMITS "+strconv.Itoa(lc.permits)
+	}
+	return c.lock(ctx, line, []string{resource}, kind, lc)
+}
+
+// LockMany takes every resource at once or none (MLOCK): no deadlock whatever the order, one
+// owner and one fencing token for the set. Each resource is named once. The Lease unlocks and
+// extends the whole set; a KEEP set's LOST names its first resource. Errors as Lock's.
+func (c *Client) LockMany(ctx context.Context, resources []string, opts ...LockOption) (*Lease, error) {
+	var lc lockConfig
+	for _, o := range opts {
+		o(&lc)
+	}
+	if err := checkResources(resources); err != nil {
+		return nil, err
+	}
+	if lc.shared || lc.permits != 0 {
+		return nil, errors.New("redlockd: a set of resources is exclusive: no Shared or Permits")
+	}
+	line := "MLOCK " + strconv.Itoa(len(resources)) + " " + strings.Join(resources, " ") + " %s"
+	return c.lock(ctx, line, append([]string(nil), resources...), KindSet, lc)
+}
+
+func checkResources(resources []string) error {
+	if len(resources) == 0 {
+		return errors.New("redlockd: at least one resource is needed")
+	}
+	seen := map[string]bool{}
+	for _, r := range resources {
+		if err := checkToken(r, "resource"); err != nil {
+			return err
+		}
+		if seen[r] {
+			return fmt.Errorf("redlockd: each resource may be named once: %q", r)
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
+// lock sends a LOCK or MLOCK whose line has "%s" where the TTL goes, followed by the options.
+func (c *Client) lock(ctx context.Context, line string, resources []string, kind Kind, lc lockConfig) (*Lease, error) {
 	if lc.ttl <= 0 || millis(lc.ttl) < 1 {
 		return nil, errors.New("redlockd: Lock needs a TTL of at least 1 ms")
 	}
-	line := "LOCK " + resource + " " + strconv.FormatInt(millis(lc.ttl), 10)
+	line = strings.Replace(line, "%s", strconv.FormatInt(millis(lc.ttl), 10), 1)
 	if lc.hasWait {
 		if lc.wait < 0 {
 			return nil, errors.New("redlockd: negative Wait")
@@ -569,7 +667,26 @@ func (c *Client) Lock(ctx context.Context, resource string, opts ...LockOption) 
 	if lc.keep {
 		line += " KEEP"
 	}
-	k := &call{line: line, resource: resource, keep: lc.keep, isLock: true, wait: lc.wait, reply: make(chan result, 1)}
+	if lc.label != "" {
+		if len(lc.label) > 64 {
+			return nil, errors.New("redlockd: a Label is 1 to 64 bytes")
+		}
+		if err := checkToken(lc.label, "label"); err != nil {
+			return nil, err
+		}
+		line += " LABEL " + lc.label
+	}
+	if lc.maxHold != 0 {
+		if !lc.keep || millis(lc.maxHold) < 1 {
+			return nil, errors.New("redlockd: MaxHold needs Keep and at least 1 ms")
+		}
+		line += " MAXHOLD " + strconv.FormatInt(millis(lc.maxHold), 10)
+	}
+	release := "UNLOCK " + resources[0]
+	if kind == KindSet {
+		release = "MUNLOCK " + strconv.Itoa(len(resources)) + " " + strings.Join(resources, " ")
+	}
+	k := &call{line: line, release: release, resource: resources[0], keep: lc.keep, isLock: true, wait: lc.wait, reply: make(chan result, 1)}
 	reply, cn, err := c.do(ctx, k)
 	if err != nil {
 		return nil, err
@@ -583,7 +700,8 @@ func (c *Client) Lock(ctx context.Context, resource string, opts ...LockOption) 
 	if err1 != nil || err2 != nil {
 		return nil, replyError(reply)
 	}
-	l := &Lease{client: c, resource: resource, owner: parts[1], fence: fence,
+	l := &Lease{client: c, resource: resources[0], resources: resources, kind: kind, permits: lc.permits,
+		ttl: time.Duration(millis(lc.ttl)) * time.Millisecond, owner: parts[1], fence: fence,
 		validity: time.Duration(validity) * time.Millisecond, state: k.state}
 	l.expires = time.Now().Add(l.validity)
 	if lc.keep {
@@ -592,7 +710,41 @@ func (c *Client) Lock(ctx context.Context, resource string, opts ...LockOption) 
 	return l, nil
 }
 
-// Unlock releases a lock by its owner (UNLOCK); ErrNotHeld when it was no longer held.
+// UnlockMany releases these resources of a set by its owner (MUNLOCK: all of them, or fewer);
+// ErrNotHeld when fewer than a majority held them.
+func (c *Client) UnlockMany(ctx context.Context, resources []string, owner string) error {
+	if err := checkResources(resources); err != nil {
+		return err
+	}
+	if err := checkToken(owner, "owner"); err != nil {
+		return err
+	}
+	line := fmt.Sprintf("MUNLOCK %d %s %s", len(resources), strings.Join(resources, " "), owner)
+	reply, _, err := c.do(ctx, &call{line: line, reply: make(chan result, 1)})
+	if err != nil {
+		return err
+	}
+	if reply != "OK" {
+		return replyError(reply)
+	}
+	return nil
+}
+
+// ExtendMany sets the TTL of these resources of a set to ttl from now (MEXTEND) and returns the
+// new validity.
+func (c *Client) ExtendMany(ctx context.Context, resources []string, owner string, ttl time.Duration) (time.Duration, error) {
+	if err := checkResources(resources); err != nil {
+		return 0, err
+	}
+	if err := checkToken(owner, "owner"); err != nil {
+		return 0, err
+	}
+	line := fmt.Sprintf("MEXTEND %d %s %s %d", len(resources), strings.Join(resources, " "), owner, millis(ttl))
+	return c.extend(ctx, line)
+}
+
+// Unlock releases a lock of any kind by its owner (UNLOCK); ErrNotHeld when it was no longer
+// held. A set's owner releases that one resource of the set.
 func (c *Client) Unlock(ctx context.Context, resource, owner string) error {
 	if err := checkToken(resource, "resource"); err != nil {
 		return err
@@ -610,7 +762,8 @@ func (c *Client) Unlock(ctx context.Context, resource, owner string) error {
 	return nil
 }
 
-// Extend sets the lock's TTL to ttl from now (EXTEND) and returns the new validity.
+// Extend sets the TTL of a lock of any kind to ttl from now (EXTEND) and returns the new
+// validity.
 func (c *Client) Extend(ctx context.Context, resource, owner string, ttl time.Duration) (time.Duration, error) {
 	if err := checkToken(resource, "resource"); err != nil {
 		return 0, err
@@ -618,7 +771,10 @@ func (c *Client) Extend(ctx context.Context, resource, owner string, ttl time.Du
 	if err := checkToken(owner, "owner"); err != nil {
 		return 0, err
 	}
-	line := fmt.Sprintf("EXTEND %s %s %d", resource, owner, millis(ttl))
+	return c.extend(ctx, fmt.Sprintf("EXTEND %s %s %d", resource, owner, millis(ttl)))
+}
+
+func (c *Client) extend(ctx context.Context, line string) (time.Duration, error) {
 	reply, _, err := c.do(ctx, &call{line: line, reply: make(chan result, 1)})
 	if err != nil {
 		return 0, err
@@ -632,15 +788,20 @@ func (c *Client) Extend(ctx context.Context, resource, owner string, ttl time.Du
 	return 0, replyError(reply)
 }
 
-// Status is the STATUS of a resource, read from the masters (never its owner).
+// Status is the STATUS of a resource, read from the masters (never its owner): the lock, its
+// shared holders and the semaphore of the same name.
 type Status struct {
-	// Held: a LOCK now would be refused.
+	// Held: an exclusive LOCK now would be refused.
 	Held bool
 	// Remaining is how long at least before a LOCK could succeed, unless the holder releases
 	// the lock; 0 when it is free.
 	Remaining time.Duration
 	// Label is the holder's LABEL, when its LOCK gave one (never the owner).
 	Label string
+	// Readers is the number of shared holders (0 when none).
+	Readers int
+	// PermitsUsed of Permits of the semaphore of that name are in use (both 0 when none is).
+	PermitsUsed, Permits int
 }
 
 // Status asks whether resource is locked (STATUS). It returns a *NoQuorumError when too few
@@ -656,29 +817,61 @@ func (c *Client) Status(ctx context.Context, resource string) (Status, error) {
 	return parseStatus(reply)
 }
 
-// parseStatus reads STATUS's "OK HELD <pttl_ms> [label=<label>]" or "OK FREE".
+// parseStatus reads STATUS's "OK HELD <pttl_ms> [field=value...]" or "OK FREE [field=value...]",
+// the fields label=, readers= and permits=<used>/<n> in any order (others are ignored).
 func parseStatus(reply string) (Status, error) {
 	parts := strings.Split(reply, " ")
-	labelled := len(parts) == 4 && strings.HasPrefix(parts[3], "label=")
-	if (len(parts) == 3 || labelled) && parts[0] == "OK" && parts[1] == "HELD" {
-		if ms, err := strconv.ParseInt(parts[2], 10, 64); err == nil && ms >= 0 {
-			s := Status{Held: true, Remaining: time.Duration(ms) * time.Millisecond}
-			if labelled {
-				s.Label = strings.TrimPrefix(parts[3], "label=")
+	var s Status
+	fields := parts[min(2, len(parts)):]
+	if len(parts) >= 3 && parts[0] == "OK" && parts[1] == "HELD" {
+		ms, err := strconv.ParseUint(parts[2], 10, 63)
+		if err != nil {
+			return Status{}, replyError(reply)
+		}
+		s.Held, s.Remaining, fields = true, time.Duration(ms)*time.Millisecond, parts[3:]
+	} else if len(parts) < 2 || parts[0] != "OK" || parts[1] != "FREE" {
+		return Status{}, replyError(reply)
+	}
+	bad := &ServerError{Code: "PROTOCOL", Message: fmt.Sprintf("unexpected reply %q", reply)}
+	for _, field := range fields {
+		name, value, ok := strings.Cut(field, "=")
+		if !ok {
+			return Status{}, bad
+		}
+		var err error
+		switch name {
+		case "label":
+			s.Label = value
+		case "readers":
+			s.Readers, err = strconv.Atoi(value)
+		case "permits":
+			used, total, found := strings.Cut(value, "/")
+			s.PermitsUsed, err = strconv.Atoi(used)
+			if err == nil {
+				s.Permits, err = strconv.Atoi(total)
 			}
-			return s, nil
+			if !found {
+				err = bad
+			}
+		}
+		if err != nil {
+			return Status{}, bad
 		}
 	}
-	if reply == "OK FREE" {
-		return Status{}, nil
+	return s, nil
+}
+
+func min(a, b int) int {
+	if a < b {
+		return a
 	}
-	return Status{}, replyError(reply)
+	return b
 }
 
 // ListedLock is one resource LIST found held on a majority of the masters (never its owner).
 type ListedLock struct {
 	Resource string
-	Kind     string // "exclusive"
+	Kind     string // "exclusive" (protocol 1.1 may list other kinds)
 	// Remaining is how long at least the hold lasts, as Status.Remaining.
 	Remaining time.Duration
 	Labels    []string
@@ -748,6 +941,19 @@ func (c *Client) Ping(ctx context.Context) error {
 	return err
 }
 
+// Hello returns HELLO's answer without its OK: "redlockd <version> proto=1.1 nodes=N quorum=Q"
+// (proto=1 before the lock family).
+func (c *Client) Hello(ctx context.Context) (string, error) {
+	reply, _, err := c.do(ctx, &call{line: "HELLO", reply: make(chan result, 1)})
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(reply, "OK ") {
+		return "", replyError(reply)
+	}
+	return reply[3:], nil
+}
+
 // Info returns the daemon's INFO document.
 func (c *Client) Info(ctx context.Context) (map[string]any, error) {
 	reply, _, err := c.do(ctx, &call{line: "INFO", reply: make(chan result, 1)})
@@ -767,22 +973,55 @@ func (c *Client) Info(ctx context.Context) (map[string]any, error) {
 // ---------------------------------------------------------------------------------------------
 // Lease
 
-// Lease is a lock held through redlockd.
+// Lease is a lock held through redlockd: an exclusive lock, a shared hold, a permit of a
+// semaphore or a set of resources (Kind).
 type Lease struct {
-	client   *Client
-	resource string
-	owner    string
-	fence    uint64
-	validity time.Duration
-	expires  time.Time
-	state    *keepState // KEEP locks only
-	conn     *conn
-	mu       sync.Mutex
-	released bool
+	client    *Client
+	resource  string
+	resources []string
+	kind      Kind
+	permits   int
+	ttl       time.Duration
+	owner     string
+	fence     uint64
+	validity  time.Duration
+	expires   time.Time
+	state     *keepState // KEEP locks only
+	conn      *conn
+	mu        sync.Mutex
+	released  bool
 }
 
-// Resource is the locked resource.
+// Resource is the locked resource (a set's first).
 func (l *Lease) Resource() string { return l.resource }
+
+// Resources are every resource held: a set's, in the order LockMany named them.
+func (l *Lease) Resources() []string { return append([]string(nil), l.resources...) }
+
+// Kind is what the lease holds: KindExclusive, KindShared, KindPermit or KindSet.
+func (l *Lease) Kind() Kind { return l.kind }
+
+// Permits is a permit's semaphore size (0 for other kinds).
+func (l *Lease) Permits() int { return l.permits }
+
+// Slot is which slot of its semaphore a permit holds (the owner says it); -1 for other kinds.
+func (l *Lease) Slot() int {
+	if l.kind != KindPermit {
+		return -1
+	}
+	slot, err := strconv.ParseUint(l.owner[5:8], 16, 16)
+	if err != nil {
+		return -1
+	}
+	return int(slot)
+}
+
+// TTL is the TTL the masters last set (the Lock's, or the last Extend's).
+func (l *Lease) TTL() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
+}
 
 // Owner is the capability to unlock or extend the lock: treat it like a password.
 func (l *Lease) Owner() string { return l.owner }
@@ -826,19 +1065,25 @@ func (l *Lease) Err() error {
 	}
 }
 
-// Extend sets the TTL to ttl from now and returns the new validity.
+// Extend sets the TTL to ttl from now (MEXTEND for a set) and returns the new validity.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (time.Duration, error) {
-	v, err := l.client.Extend(ctx, l.resource, l.owner, ttl)
+	var v time.Duration
+	var err error
+	if l.kind == KindSet {
+		v, err = l.client.ExtendMany(ctx, l.resources, l.owner, ttl)
+	} else {
+		v, err = l.client.Extend(ctx, l.resource, l.owner, ttl)
+	}
 	if err == nil {
 		l.mu.Lock()
-		l.validity, l.expires = v, time.Now().Add(v)
+		l.validity, l.expires, l.ttl = v, time.Now().Add(v), time.Duration(millis(ttl))*time.Millisecond
 		l.mu.Unlock()
 	}
 	return v, err
 }
 
-// Unlock releases the lock. It returns ErrNotHeld if the lock had run out, unless it had been
-// reported lost through Done already. A second call does nothing.
+// Unlock releases the lock (MUNLOCK for a set). It returns ErrNotHeld if the lock had run out,
+// unless it had been reported lost through Done already. A second call does nothing.
 func (l *Lease) Unlock(ctx context.Context) error {
 	l.mu.Lock()
 	if l.released {
@@ -850,7 +1095,12 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if l.conn != nil {
 		l.conn.forgetKeep(l.owner)
 	}
-	err := l.client.Unlock(ctx, l.resource, l.owner)
+	var err error
+	if l.kind == KindSet {
+		err = l.client.UnlockMany(ctx, l.resources, l.owner)
+	} else {
+		err = l.client.Unlock(ctx, l.resource, l.owner)
+	}
 	if err != nil && l.Err() != nil && (errors.Is(err, ErrNotHeld) || errors.Is(err, ErrConnectionLost) ||
 		errors.Is(err, ErrUnavailable)) {
 		return nil

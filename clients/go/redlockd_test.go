@@ -1,13 +1,11 @@
 package redlockd_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -97,6 +95,9 @@ func TestLockUnlockAndContention(t *testing.T) {
 	}
 	if err := a.Ping(bg()); err != nil {
 		t.Fatalf("Ping after errors: %v", err)
+	}
+	if hello, err := a.Hello(bg()); err != nil || !regexp.MustCompile(`^redlockd \S+ proto=1(\.1)? nodes=5 quorum=3$`).MatchString(hello) {
+		t.Fatalf("Hello: %q %v", hello, err)
 	}
 }
 
@@ -443,17 +444,12 @@ func TestListAndStatusLabel(t *testing.T) {
 	d := startDaemon(t, f.addrs(), daemonOpts{})
 	c := dial(t, []string{d.addr()})
 	l := mustLock(t, c, "go:list:a", redlockd.TTL(10*time.Second))
-	// A LABEL through the line protocol (the client does not send one yet).
-	raw, err := net.Dial("tcp", d.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if _, err := raw.Write([]byte("LOCK go:list:b 10000 LABEL tester:1\n")); err != nil {
-		t.Fatal(err)
-	}
-	if granted, err := bufio.NewReader(raw).ReadString('\n'); err != nil || !strings.HasPrefix(granted, "OK ") {
-		t.Fatalf("LOCK with a LABEL: %q %v", granted, err)
+	lb := mustLock(t, c, "go:list:b", redlockd.TTL(10*time.Second), redlockd.Label("tester:1"))
+	defer lb.Unlock(bg())
+	for _, bad := range []string{"two words", strings.Repeat("x", 65)} {
+		if _, err := c.Lock(bg(), "go:list:c", redlockd.TTL(time.Second), redlockd.Label(bad)); err == nil {
+			t.Fatalf("Label(%q) must be refused before it is sent", bad)
+		}
 	}
 	listing, err := c.List(bg(), "go:list:", 0)
 	if err != nil || len(listing.Locks) != 2 || listing.Truncated {
@@ -479,5 +475,26 @@ func TestListAndStatusLabel(t *testing.T) {
 	}
 	if err := l.Unlock(bg()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestMaxHoldEndsAKeepLock(t *testing.T) {
+	f := startFleet(t, 5)
+	d := startDaemon(t, f.addrs(), daemonOpts{})
+	c := dial(t, []string{d.addr()})
+	l := mustLock(t, c, "go:maxhold", redlockd.TTL(time.Second), redlockd.Keep(), redlockd.MaxHold(500*time.Millisecond))
+	select {
+	case <-l.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no LOST after MAXHOLD")
+	}
+	if !errors.Is(l.Err(), redlockd.ErrLost) || !strings.Contains(l.Err().Error(), "LOST") {
+		t.Fatalf("Err: %v", l.Err())
+	}
+	if err := l.Unlock(bg()); err != nil {
+		t.Fatalf("Unlock of a lock reported lost: %v", err)
+	}
+	if _, err := c.Lock(bg(), "go:maxhold", redlockd.TTL(time.Second), redlockd.MaxHold(time.Second)); err == nil {
+		t.Fatalf("MaxHold without Keep must be refused before it is sent")
 	}
 }

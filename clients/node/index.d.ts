@@ -23,6 +23,8 @@ export class ServerError extends RedlockdError {
 }
 /** ERR NOAUTH / ERR AUTH_FAILED. */
 export class AuthError extends ServerError {}
+/** ERR PERMITS_MISMATCH: the semaphore's permits in use were taken with another number. */
+export class PermitsMismatchError extends ServerError {}
 /** The connection failed with the request in flight; its outcome is unknown. */
 export class ConnectionLostError extends RedlockdError {}
 /** No daemon of the address list could be reached. */
@@ -44,7 +46,17 @@ export interface ClientOptions {
   requestTimeout?: number;
 }
 
-export interface AcquireOptions {
+/** What a lease holds; the owner says it too. */
+export type LockKind = "exclusive" | "shared" | "permit" | "set";
+export const Kind: {
+  readonly EXCLUSIVE: "exclusive";
+  readonly SHARED: "shared";
+  readonly PERMIT: "permit";
+  readonly SET: "set";
+};
+
+/** Options of every kind of lock. */
+export interface LockOptions {
   /** ms, required. */
   ttl: number;
   /** ms to queue for the lock (LOCK ... WAIT). */
@@ -53,22 +65,39 @@ export interface AcquireOptions {
   keep?: boolean;
   /** Abandons the request: the promise rejects; a lock granted later is released at once. */
   signal?: AbortSignal;
+  /** Names the holder in STATUS and LIST (1 to 64 printable ASCII characters, no spaces). */
+  label?: string;
+  /** ms, with keep only: the daemon renews the lock for at most that long, then LOST. */
+  maxHold?: number;
+}
+
+export interface AcquireOptions extends LockOptions {
+  /** A shared (read) hold: any number at once, none while an exclusive lock is held or a writer waits. */
+  shared?: boolean;
+  /** One of this many permits of the semaphore named by the resource (LOCK ... PERMITS n). */
+  permits?: number;
 }
 
 /** STATUS of a resource, read from the masters (never its owner). */
 export interface Status {
-  /** A LOCK now would be refused. */
+  /** An exclusive LOCK now would be refused. */
   held: boolean;
   /** ms at least before a LOCK could succeed, unless the holder releases it; 0 when free. */
   remaining: number;
   /** The holder's LABEL, when its LOCK gave one (never the owner). */
   label?: string;
+  /** Shared holders, when there are any. */
+  readers?: number;
+  /** Permits in use of the semaphore of that name, when any is. */
+  permitsUsed?: number;
+  /** The number of permits in force for that semaphore, when any is in use. */
+  permits?: number;
 }
 
 /** One resource LIST found held on a majority of the masters (never its owner). */
 export interface ListedLock {
   resource: string;
-  /** "exclusive" */
+  /** "exclusive" (protocol 1.1 may list other kinds) */
   kind: string;
   /** ms at least, as Status.remaining. */
   remaining: number;
@@ -140,7 +169,17 @@ export interface Info {
 }
 
 export class Lease {
+  /** The locked resource; a set's first. */
   readonly resource: string;
+  /** Every resource held (a set's, in the order its MLOCK named them). */
+  readonly resources: readonly string[];
+  readonly kind: LockKind;
+  /** A permit's semaphore size, else undefined. */
+  readonly permits: number | undefined;
+  /** A permit's slot (from its owner), else undefined. */
+  readonly slot: number | undefined;
+  /** ms: the TTL the masters last set. */
+  readonly ttl: number;
   /** The capability to unlock or extend: treat it like a password. */
   readonly owner: string;
   /** Fencing token (unsigned 64-bit): pass it to the storage, which refuses smaller ones. */
@@ -155,9 +194,9 @@ export class Lease {
   readonly lost: boolean;
   /** ms of guaranteed validity left (0 once lost). */
   remaining(): number;
-  /** EXTEND to ttl ms from now; resolves to the new validity in ms. */
+  /** EXTEND (MEXTEND for a set) to ttl ms from now; resolves to the new validity in ms. */
   extend(ttl: number): Promise<number>;
-  /** UNLOCK; rejects with NotHeldError if it had run out without having been reported lost. */
+  /** UNLOCK (MUNLOCK for a set); rejects with NotHeldError if it had run out without having been reported lost. */
   release(): Promise<void>;
   /** `await using lease = await client.acquire(...)`: released at the end of the scope. */
   [Symbol.asyncDispose](): Promise<void>;
@@ -168,19 +207,31 @@ export class Client {
   constructor(addresses: string | Iterable<string>, options?: ClientOptions);
   /** The daemon of the current connection, or null. */
   readonly address: string | null;
+  /** LOCK: exclusive, shared, or a permit (options.permits); rejects with LockBusyError, NoQuorumError, PermitsMismatchError... */
   acquire(resource: string, options: AcquireOptions): Promise<Lease>;
+  /** One of `permits` permits of the semaphore `resource`. */
+  semaphore(resource: string, permits: number, options: LockOptions): Promise<Lease>;
+  /** MLOCK: every resource at once or none; one owner and one fence for the set. */
+  acquireMany(resources: Iterable<string>, options: LockOptions): Promise<Lease>;
   /** Runs fn under the lock and releases it afterwards, also when fn throws. */
   using<T>(resource: string, options: AcquireOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
+  /** Runs fn holding every resource (MLOCK) and releases them afterwards, also when fn throws. */
+  usingMany<T>(resources: Iterable<string>, options: LockOptions, fn: (lease: Lease) => Promise<T> | T): Promise<T>;
   release(lease: Lease): Promise<void>;
+  /** UNLOCK, for a hold of any kind. */
   unlock(resource: string, owner: string): Promise<void>;
-  /** Resolves to the new validity in ms. */
+  /** EXTEND, for a hold of any kind; resolves to the new validity in ms. */
   extend(resource: string, owner: string, ttl: number): Promise<number>;
+  /** MUNLOCK: these resources of a set. */
+  unlockMany(resources: Iterable<string>, owner: string): Promise<void>;
+  /** MEXTEND: these resources of a set; resolves to the new validity in ms. */
+  extendMany(resources: Iterable<string>, owner: string, ttl: number): Promise<number>;
   /** STATUS; rejects with NoQuorumError when too few masters answered to say. */
   status(resource: string): Promise<Status>;
   /** LIST [prefix] [COUNT n]. */
   list(prefix?: string, options?: { count?: number }): Promise<Listing>;
   ping(): Promise<void>;
-  /** HELLO: "redlockd <version> proto=1 nodes=N quorum=Q". */
+  /** HELLO: "redlockd <version> proto=1.1 nodes=N quorum=Q" (proto=1 before the lock family). */
   hello(): Promise<string>;
   info(): Promise<Info>;
   /** Closes the connection; the daemon releases this client's KEEP locks. */

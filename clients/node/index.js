@@ -1,10 +1,14 @@
-// Client for redlockd, the Redlock lock daemon (protocol v1). Node 20, ESM, no dependencies.
+// Client for redlockd, the Redlock lock daemon (protocol v1.1). Node 20, ESM, no dependencies.
 //
 //   import { Client } from "redlockd";
 //   const client = new Client(["127.0.0.1:7400", "127.0.0.1:7410"]);
 //   await client.using("orders:1", { ttl: 10000, wait: 5000 }, async (lease) => {
 //     await db.write(lease.fence, { signal: lease.signal });
 //   });
+//
+// The lock family: acquire(resource, { ttl, shared: true }) (a read lock), semaphore(resource,
+// permits, { ttl }) (one of n permits), acquireMany([r1, r2], { ttl }) (all or nothing), and
+// usingMany(resources, options, fn).
 //
 // One client holds one connection at a time and pipelines every call made on it: replies are
 // matched to requests by their order, LOST pushes are recognised between them. When the
@@ -60,6 +64,9 @@ export class ServerError extends RedlockdError {
 /** ERR NOAUTH or ERR AUTH_FAILED. */
 export class AuthError extends ServerError {}
 
+/** ERR PERMITS_MISMATCH: the semaphore's permits in use were taken with another number. */
+export class PermitsMismatchError extends ServerError {}
+
 /** The connection failed with the request in flight: its outcome is unknown. */
 export class ConnectionLostError extends RedlockdError {}
 
@@ -83,9 +90,9 @@ function replyError(reply, resource) {
     case "ERR":
       if (parts.length >= 2) {
         const message = parts.slice(2).join(" ");
-        return parts[1] === "NOAUTH" || parts[1] === "AUTH_FAILED"
-          ? new AuthError(parts[1], message)
-          : new ServerError(parts[1], message);
+        if (parts[1] === "NOAUTH" || parts[1] === "AUTH_FAILED") return new AuthError(parts[1], message);
+        if (parts[1] === "PERMITS_MISMATCH") return new PermitsMismatchError(parts[1], message);
+        return new ServerError(parts[1], message);
       }
       break;
   }
@@ -122,11 +129,52 @@ function parseAddress(address) {
 // Requests and replies: each request's line and the reading of its reply, no I/O. A new kind of
 // request is one line builder and one reply parser here.
 
-function lockLine(resource, { ttl, wait, keep }) {
-  let line = `LOCK ${token(resource, "resource")} ${millis(ttl, "ttl")}`;
+/** The kinds a Lease holds (lease.kind); the owner says it too. */
+export const Kind = Object.freeze({ EXCLUSIVE: "exclusive", SHARED: "shared", PERMIT: "permit", SET: "set" });
+
+function lockOptions({ wait, keep, label, maxHold }) {
+  let line = "";
   if (wait !== undefined) line += ` WAIT ${millis(wait, "wait", 0)}`;
   if (keep) line += " KEEP";
+  if (label !== undefined) {
+    if (typeof label !== "string" || label.length > 64) throw new TypeError("label must be 1 to 64 printable ASCII characters without spaces");
+    line += ` LABEL ${token(label, "label")}`;
+  }
+  if (maxHold !== undefined) {
+    if (!keep) throw new TypeError("maxHold needs keep: the daemon renews only KEEP locks");
+    line += ` MAXHOLD ${millis(maxHold, "maxHold")}`;
+  }
   return line;
+}
+
+function permitCount(permits) {
+  if (!Number.isInteger(permits) || permits < 1) throw new RangeError(`permits must be an integer of at least 1, not ${permits}`);
+  return permits;
+}
+
+/** LOCK of one resource: exclusive, SHARED or one of PERMITS n. */
+function lockLine(resource, options) {
+  const { ttl, shared, permits } = options;
+  let line = `LOCK ${token(resource, "resource")} ${millis(ttl, "ttl")}`;
+  if (shared && permits !== undefined) throw new TypeError("a lock is shared or a permit of a semaphore, not both");
+  if (shared) line += " SHARED";
+  if (permits !== undefined) line += ` PERMITS ${permitCount(permits)}`;
+  return line + lockOptions(options);
+}
+
+/** MLOCK's resources: at least one, each named once, in the caller's order. */
+function resourceList(resources) {
+  if (typeof resources === "string" || resources == null || typeof resources[Symbol.iterator] !== "function") {
+    throw new TypeError("resources must be an array of resource names");
+  }
+  const names = [...resources].map((r) => token(r, "resource"));
+  if (names.length === 0) throw new TypeError("at least one resource is needed");
+  if (new Set(names).size !== names.length) throw new TypeError(`each resource may be named once: ${names.join(" ")}`);
+  return names;
+}
+
+function mlockLine(names, options) {
+  return `MLOCK ${names.length} ${names.join(" ")} ${millis(options.ttl, "ttl")}` + lockOptions(options);
 }
 
 /** LOCK's `OK <owner> <fence> <validity_ms>`. */
@@ -147,14 +195,28 @@ function parseValidity(reply, resource) {
   return Number(parts[1]);
 }
 
-/** STATUS's `OK HELD <pttl_ms> [label=<label>]` or `OK FREE`. */
+/**
+ * STATUS's `OK HELD <pttl_ms> [field=value...]` or `OK FREE [field=value...]`, the fields
+ * label=, readers= and permits=<used>/<n> in any order (others are ignored).
+ */
 function parseStatus(reply, resource) {
   const parts = reply.split(" ");
-  if (parts[0] === "OK" && parts[1] === "HELD" && parts.length === 3) return { held: true, remaining: Number(parts[2]) };
-  if (parts[0] === "OK" && parts[1] === "HELD" && parts.length === 4 && parts[3].startsWith("label="))
-    return { held: true, remaining: Number(parts[2]), label: parts[3].slice("label=".length) };
-  if (reply === "OK FREE") return { held: false, remaining: 0 };
-  throw replyError(reply, resource);
+  const held = parts[0] === "OK" && parts[1] === "HELD" && /^\d+$/.test(parts[2] ?? "");
+  if (!held && !(parts[0] === "OK" && parts[1] === "FREE")) throw replyError(reply, resource);
+  const status = { held, remaining: held ? Number(parts[2]) : 0 };
+  for (const part of parts.slice(held ? 3 : 2)) {
+    const equals = part.indexOf("=");
+    if (equals < 0) throw replyError(reply, resource);
+    const [name, value] = [part.slice(0, equals), part.slice(equals + 1)];
+    if (name === "label") status.label = value;
+    else if (name === "readers" && /^\d+$/.test(value)) status.readers = Number(value);
+    else if (name === "permits" && /^\d+\/\d+$/.test(value)) {
+      const [used, total] = value.split("/");
+      status.permitsUsed = Number(used);
+      status.permits = Number(total);
+    } else if (name === "readers" || name === "permits") throw new ServerError("PROTOCOL", `unexpected reply ${JSON.stringify(reply)}`);
+  }
+  return status;
 }
 
 /** LIST's `OK <json>`: { locks: [{ resource, kind, remaining, labels }], truncated }. */
@@ -319,12 +381,12 @@ class Connection {
     entry.resolve(line);
   }
 
-  /** An abandoned LOCK whose reply granted the lock: release it at once. */
+  /** An abandoned LOCK or MLOCK whose reply granted the lock: release it at once. */
   cleanUp(entry, line) {
     if (entry.isLock && line.startsWith("OK ")) {
       const owner = line.split(" ")[1];
       this.keeps.delete(owner);
-      this.sendNoWait(`UNLOCK ${entry.resource} ${owner}`);
+      this.sendNoWait(`${entry.release ?? `UNLOCK ${entry.resource}`} ${owner}`);
     }
   }
 
@@ -359,12 +421,20 @@ export class Lease {
   #timer = null;
   #released = false;
 
-  constructor(client, resource, owner, fence, validity, keep, state, conn) {
+  constructor(client, resource, owner, fence, validity, keep, state, conn, { kind = Kind.EXCLUSIVE, resources, permits, ttl } = {}) {
     this.#client = client;
     this.#conn = conn;
     this.#state = state;
-    /** The locked resource. */
+    /** The locked resource (a set's first). */
     this.resource = resource;
+    /** Every resource held: a set's, in the order its MLOCK named them. */
+    this.resources = resources ?? [resource];
+    /** "exclusive", "shared", "permit" or "set" (Kind). */
+    this.kind = kind;
+    /** A permit's semaphore size (its n), else undefined. */
+    this.permits = permits;
+    /** ms: the TTL the masters last set (the LOCK's, or the last extend's). */
+    this.ttl = ttl;
     /** The capability to unlock or extend: treat it like a password. */
     this.owner = owner;
     /** The fencing token (unsigned 64-bit, hence a bigint): pass it to the storage. */
@@ -400,10 +470,19 @@ export class Lease {
     return this.signal.aborted;
   }
 
-  /** EXTEND to ttl ms from now; resolves to the new validity in ms. */
+  /** A permit: which slot of the semaphore it holds (the owner says it); else undefined. */
+  get slot() {
+    return this.kind === Kind.PERMIT ? parseInt(this.owner.slice(5, 8), 16) : undefined;
+  }
+
+  /** EXTEND (MEXTEND for a set) to ttl ms from now; resolves to the new validity in ms. */
   async extend(ttl) {
-    const validity = await this.#client.extend(this.resource, this.owner, ttl);
+    const validity =
+      this.kind === Kind.SET
+        ? await this.#client.extendMany(this.resources, this.owner, ttl)
+        : await this.#client.extend(this.resource, this.owner, ttl);
     this.validity = validity;
+    this.ttl = ttl;
     this.expiresAt = performance.now() + validity;
     if (this.#controller && !this.#controller.signal.aborted) this.#arm();
     return validity;
@@ -419,7 +498,10 @@ export class Lease {
     return this.release();
   }
 
-  /** UNLOCK. Rejects with NotHeldError if it had run out, unless it was reported lost already. */
+  /**
+   * UNLOCK (MUNLOCK for a set). Rejects with NotHeldError if it had run out, unless it was
+   * reported lost already.
+   */
   async release() {
     if (this.#released) return;
     this.#released = true;
@@ -427,7 +509,8 @@ export class Lease {
     this.#conn?.keeps.delete(this.owner);
     const wasLost = this.signal.aborted;
     try {
-      await this.#client.unlock(this.resource, this.owner);
+      if (this.kind === Kind.SET) await this.#client.unlockMany(this.resources, this.owner);
+      else await this.#client.unlock(this.resource, this.owner);
     } catch (error) {
       if (wasLost && (error instanceof NotHeldError || error instanceof ConnectionLostError || error instanceof UnavailableError)) {
         return;
@@ -580,20 +663,61 @@ export class Client {
     }
   }
 
+  async #grant(line, resources, kind, options) {
+    const { ttl, wait, keep = false, signal, permits } = options;
+    const release = kind === Kind.SET ? `MUNLOCK ${resources.length} ${resources.join(" ")}` : `UNLOCK ${resources[0]}`;
+    const extra = { resource: resources[0], keep, isLock: true, wait: wait ?? 0, release };
+    const { reply, conn, entry } = await this.#call(line, extra, signal);
+    const { owner, fence, validity } = parseGrant(reply, resources[0]);
+    return new Lease(this, resources[0], owner, fence, validity, keep, entry.state ?? null, keep ? conn : null, {
+      kind,
+      resources,
+      permits,
+      ttl: millis(ttl, "ttl"),
+    });
+  }
+
   /**
    * LOCK. options: ttl (ms, required), wait (ms), keep (bool), signal (an AbortSignal that
-   * abandons the request). Rejects with LockBusyError, NoQuorumError, ServerError...
+   * abandons the request), shared (a read lock: any number at once, none while an exclusive
+   * lock is held or a writer waits), permits (n: one of the n permits of the semaphore
+   * `resource`), label (names the holder in STATUS and LIST), maxHold (ms, with keep: renewed
+   * for at most that long). Rejects with LockBusyError, NoQuorumError, PermitsMismatchError,
+   * ServerError...
    */
-  async acquire(resource, { ttl, wait, keep = false, signal } = {}) {
-    const line = lockLine(resource, { ttl, wait, keep });
-    const { reply, conn, entry } = await this.#call(line, { resource, keep, isLock: true, wait: wait ?? 0 }, signal);
-    const { owner, fence, validity } = parseGrant(reply, resource);
-    return new Lease(this, resource, owner, fence, validity, keep, entry.state ?? null, keep ? conn : null);
+  async acquire(resource, options = {}) {
+    const line = lockLine(resource, options);
+    const kind = options.permits !== undefined ? Kind.PERMIT : options.shared ? Kind.SHARED : Kind.EXCLUSIVE;
+    return this.#grant(line, [resource], kind, options);
+  }
+
+  /** One of `permits` permits of the semaphore `resource` (LOCK ... PERMITS n). */
+  semaphore(resource, permits, options = {}) {
+    return this.acquire(resource, { ...options, permits });
+  }
+
+  /**
+   * MLOCK: every resource at once or none (no deadlock, whatever the order); one owner and one
+   * fence for the set. options as acquire's (but shared and permits). The lease releases and
+   * extends the whole set; a LOST names its first resource.
+   */
+  async acquireMany(resources, options = {}) {
+    const names = resourceList(resources);
+    if (options.shared || options.permits !== undefined) throw new TypeError("a set of resources is exclusive: no shared or permits");
+    return this.#grant(mlockLine(names, options), names, Kind.SET, options);
+  }
+
+  /** Runs fn(lease) holding every resource (MLOCK), released afterwards, also when fn throws. */
+  async usingMany(resources, options, fn) {
+    return this.#using(await this.acquireMany(resources, options), fn);
   }
 
   /** Runs fn(lease) under the lock and releases it afterwards, also when fn throws. */
   async using(resource, options, fn) {
-    const lease = await this.acquire(resource, options);
+    return this.#using(await this.acquire(resource, options), fn);
+  }
+
+  async #using(lease, fn) {
     let result;
     try {
       result = await fn(lease);
@@ -610,21 +734,37 @@ export class Client {
     return lease.release();
   }
 
+  /** UNLOCK, for a hold of any kind (a set's owner releases that one resource). */
   async unlock(resource, owner) {
     const { reply } = await this.#call(`UNLOCK ${token(resource, "resource")} ${token(owner, "owner")}`);
     expectOk(reply, resource);
   }
 
-  /** EXTEND; resolves to the validity in ms. */
+  /** EXTEND, for a hold of any kind; resolves to the validity in ms. */
   async extend(resource, owner, ttl) {
     const { reply } = await this.#call(`EXTEND ${token(resource, "resource")} ${token(owner, "owner")} ${millis(ttl, "ttl")}`);
     return parseValidity(reply, resource);
   }
 
+  /** MUNLOCK: releases these resources of a set (all of them, or fewer). */
+  async unlockMany(resources, owner) {
+    const names = resourceList(resources);
+    const { reply } = await this.#call(`MUNLOCK ${names.length} ${names.join(" ")} ${token(owner, "owner")}`);
+    expectOk(reply, names[0]);
+  }
+
+  /** MEXTEND: these resources of a set to ttl ms from now; resolves to the validity in ms. */
+  async extendMany(resources, owner, ttl) {
+    const names = resourceList(resources);
+    const { reply } = await this.#call(`MEXTEND ${names.length} ${names.join(" ")} ${token(owner, "owner")} ${millis(ttl, "ttl")}`);
+    return parseValidity(reply, names[0]);
+  }
+
   /**
    * STATUS: { held, remaining } (remaining: ms at least before a LOCK could succeed, unless it is
-   * released; 0 when free), read from the masters, never naming the owner. Rejects with
-   * NoQuorumError when too few masters answered to say.
+   * released; 0 when free), with label, readers (shared holders), permitsUsed and permits (of
+   * the semaphore of that name) when the daemon says them; read from the masters, never naming
+   * the owner. Rejects with NoQuorumError when too few masters answered to say.
    */
   async status(resource) {
     const { reply } = await this.#call(`STATUS ${token(resource, "resource")}`);
@@ -652,7 +792,7 @@ export class Client {
     parsePong(reply);
   }
 
-  /** HELLO: "redlockd <version> proto=1 nodes=N quorum=Q". */
+  /** HELLO: "redlockd <version> proto=1.1 nodes=N quorum=Q" (proto=1 before the lock family). */
   async hello() {
     const { reply } = await this.#call("HELLO");
     return parseHello(reply);

@@ -93,12 +93,18 @@ struct daemon::impl {
             cfg, masters, [this](std::size_t node) { return engine.votes(node); },
             [this](clock_type::time_point when) { masters.arm_operations_timer(when); },
             [this](const std::string& key) { engine.on_broken(key); }, log),
-        started(clock_type::now()),
-        context{engine, cfg, request_limits{cfg.min_ttl_ms, cfg.max_ttl_ms}, hello(), {}, log},
+        started(clock_type::now()), context{engine,
+                                            cfg,
+                                            request_limits{cfg.min_ttl_ms, cfg.max_ttl_ms,
+                                                           cfg.max_permits,
+                                                           cfg.max_resources_per_request},
+                                            hello(),
+                                            {},
+                                            log},
         server(io, context),
         metrics(io,
                 {[this] { return render_metrics(snapshot(parts)); },
-                 [this] { return masters.usable_count() >= quorum(cfg.nodes.size()); },
+                 [this] { return voting_masters() >= quorum(cfg.nodes.size()); },
                  [this] { return status_page(parts, rates); },
                  [this] { return status_json(parts, rates); }},
                 log),
@@ -125,6 +131,15 @@ struct daemon::impl {
                         cfg.redis_tls->server_name.empty() ? cfg.nodes[i].host
                                                            : cfg.redis_tls->server_name);
     }
+  }
+
+  // Masters whose votes count now (connected, neither quarantined nor waiting for their seed):
+  // what /healthz reports, so that it turns 200 when a LOCK can be granted.
+  std::size_t voting_masters() const {
+    std::size_t count = 0;
+    for (std::size_t node = 0; node < cfg.nodes.size(); ++node)
+      count += engine.votes(node) ? 1 : 0;
+    return count;
   }
 
   config cfg;

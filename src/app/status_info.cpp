@@ -3,6 +3,7 @@
 #include "redlockd/app/status_info.hpp"
 
 #include "redlockd/app/fleet.hpp"
+#include "redlockd/lock/lock_kind.hpp"
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/metrics/counter_rates.hpp"
 #include "redlockd/metrics/metrics_server.hpp"
@@ -28,6 +29,14 @@ std::string_view state_name(redis_link::state s) {
     return "connecting";
   }
   return "unknown";
+}
+
+// Grants by lock kind, named as the kinds table names them (they add up to `acquired`).
+nlohmann::json grants_json(const engine_counters& c) {
+  nlohmann::json out = nlohmann::json::object();
+  for (std::size_t i = 0; i < lock_kind_count; ++i)
+    out[std::string(traits_of(static_cast<lock_kind>(i)).name)] = c.granted_by_kind[i];
+  return out;
 }
 
 nlohmann::json counters_json(const daemon_parts& parts) {
@@ -93,6 +102,7 @@ nlohmann::json info_document(const daemon_parts& parts) {
       {"quorum", quorum(parts.cfg.nodes.size())},
       {"nodes", nodes},
       {"counters", counters_json(parts)},
+      {"grants", grants_json(engine.counters())},
       {"fence_high_water", engine.fence_high_water()},
       {"max_ttl_granted", engine.max_ttl_granted()},
       {"clients", parts.server.clients()},
@@ -187,6 +197,8 @@ metrics_snapshot snapshot(const daemon_parts& parts) {
   s.delayed = c.delayed;
   s.handovers = c.handovers;
   s.wakeups = c.wakeups;
+  for (std::size_t i = 0; i < lock_kind_count; ++i)
+    s.grants.emplace_back(traits_of(static_cast<lock_kind>(i)).name, c.granted_by_kind[i]);
   s.keep_locks = engine.keep_locks();
   s.waiters = engine.waiters();
   s.clients = parts.server.clients();

@@ -64,6 +64,8 @@ constexpr integer_key integer_keys[] = {
     {"max_keep_locks_per_connection", &config::max_keep_locks_per_connection, 0, 1'000'000},
     {"max_waiters_per_resource", &config::max_waiters_per_resource, 0, 1'000'000},
     {"max_waiters", &config::max_waiters, 0, 10'000'000},
+    {"max_permits", &config::max_permits, 1, 4096},
+    {"max_resources_per_request", &config::max_resources_per_request, 1, 1024},
     {"partial_line_timeout_ms", &config::partial_line_timeout_ms, 100, 3'600'000},
     {"client_keepalive_s", &config::client_keepalive_s, 0, 3600},
     {"clock_jump_ms", &config::clock_jump_ms, 10, 3'600'000},

@@ -15,12 +15,15 @@ const char* const usage_text =
     R"(usage: redlockctl [OPTIONS] COMMAND ARGS... [OPTIONS]
 
 commands:
-  lock RESOURCE --ttl DUR [--wait DUR]   take a lock; prints "<owner> <fence> <validity_ms>"
-  unlock RESOURCE OWNER                  release it
-  extend RESOURCE OWNER --ttl DUR        extend it; prints the new validity_ms
-  status RESOURCE                        "held <ms left>" (and "label=<label>" when the hold has
-                                         one) or "free", read from a majority of the masters
-                                         (never the owner)
+  lock RESOURCE... --ttl DUR [--wait DUR] [--shared | --permits N]
+                                         take a lock; prints "<owner> <fence> <validity_ms>";
+                                         several resources: all of them or none (MLOCK)
+  unlock RESOURCE... OWNER               release it (a set: MUNLOCK of those named)
+  extend RESOURCE... OWNER --ttl DUR     extend it; prints the new validity_ms
+  status RESOURCE                        "held <ms left>" or "free", read from a majority of
+                                         the masters (never the owner), then "readers=<k>",
+                                         "permits=<used>/<n>" and "label=<label>" when the
+                                         daemon says them
   list [PREFIX] [--count N]              the resources held on a majority of the masters (by
                                          any daemon), one per line: resource, kind, ms left,
                                          labels; at most N (default 100, at most 1000)
@@ -29,8 +32,10 @@ commands:
                                          $REDLOCKD_ADMIN_SECRET)
   info                                   the daemon's state
   ping                                   check that the daemon answers
-  run RESOURCE [--ttl DUR] [--wait DUR] [--kill-after DUR] [--conflict-exit-code N]
-      -- CMD [ARGS...]                   run CMD while holding a KEEP lock (default --ttl 10s)
+  run RESOURCE... [--ttl DUR] [--wait DUR] [--shared | --permits N] [--kill-after DUR]
+      [--conflict-exit-code N] -- CMD [ARGS...]
+                                         run CMD while holding a KEEP lock (default --ttl 10s);
+                                         the resources are the words before --, CMD those after
 
 Options go anywhere before a "--", as --name VALUE or --name=VALUE, each at most once:
   --addr HOST:PORT[,HOST:PORT...]
@@ -57,6 +62,10 @@ Options go anywhere before a "--", as --name VALUE or --name=VALUE, each at most
   --ttl DUR, --wait DUR, --kill-after DUR
                     for the commands above that take them; a --wait longer than the daemon's
                     max_ttl_ms is waited for in several LOCK ... WAIT requests
+  --shared          lock, run: a shared (read) hold: any number of them at once, none while
+                    an exclusive lock is held or a writer waits (one resource)
+  --permits N       lock, run: one of N permits of the semaphore RESOURCE (one resource;
+                    every holder names the same N)
   --conflict-exit-code N
                     run: exit with N (0-255) instead of 1 when the lock is held by someone
                     else, as flock -E does, to tell it from CMD's own exit 1
@@ -64,8 +73,9 @@ Options go anywhere before a "--", as --name VALUE or --name=VALUE, each at most
   -h, --help        this text
   DUR is numbers with units, largest first: 250ms, 1.5s, 1m30s, 2h (whole milliseconds).
 
-run: the command runs directly (no shell) in its own process group, with REDLOCK_RESOURCE,
-REDLOCK_OWNER, REDLOCK_FENCE and REDLOCK_VALIDITY_MS set. redlockctl keeps the lock's connection
+run: the command runs directly (no shell) in its own process group, with REDLOCK_RESOURCE (the
+first resource), REDLOCK_RESOURCES (all of them, space-separated), REDLOCK_OWNER, REDLOCK_FENCE
+and REDLOCK_VALIDITY_MS set. redlockctl keeps the lock's connection
 open and PINGs the daemon every TTL/8. If the lock is lost (LOST pushed, the connection breaks,
 or a PING goes unanswered for TTL/4), the whole group gets SIGTERM at once and SIGKILL after
 --kill-after (default TTL/4 - TTL/100 - 2ms: before the validity the daemon still guarantees
@@ -97,18 +107,19 @@ struct command_spec {
   const char* name;
   std::vector<const char*> positionals;
   std::size_t required = positionals.size(); // the ones after these may be left out
+  bool several = false; // RESOURCE may be given more than once (the first positional)
 };
 
 const std::vector<command_spec> command_specs = {
-    {"lock", {"RESOURCE"}},
-    {"unlock", {"RESOURCE", "OWNER"}},
-    {"extend", {"RESOURCE", "OWNER"}},
+    {"lock", {"RESOURCE"}, 1, true},
+    {"unlock", {"RESOURCE", "OWNER"}, 2, true},
+    {"extend", {"RESOURCE", "OWNER"}, 2, true},
     {"status", {"RESOURCE"}},
     {"list", {"PREFIX"}, 0},
     {"break", {"RESOURCE"}},
     {"info", {}},
     {"ping", {}},
-    {"run", {"RESOURCE"}},
+    {"run", {"RESOURCE"}, 1, true},
 };
 
 // CLI11's messages, in words that name the option and what is wrong with it.
@@ -137,6 +148,7 @@ struct cli_grammar {
   bool version = false;
   std::string conflict_exit_code;    // checked by check_options_fit
   std::string count;                 // likewise
+  std::string permits;               // likewise
   std::vector<CLI::Option*> options; // every option, each allowed at most once
   // Per entry of command_specs: its subcommand and the values of its positionals.
   std::vector<std::pair<CLI::App*, std::vector<std::string>>> commands;
@@ -167,11 +179,19 @@ cli_grammar::cli_grammar(command_line& line) {
       single(app.add_option("--wait", line.wait)),
       single(app.add_option("--kill-after", line.kill_after)),
       single(app.add_option("--conflict-exit-code", conflict_exit_code)),
+      single(app.add_flag("--shared", line.shared)),
+      single(app.add_option("--permits", permits)),
   };
   commands.reserve(command_specs.size()); // the positionals are bound by address
   for (const auto& spec : command_specs) {
     CLI::App* sub = app.add_subcommand(spec.name);
     sub->set_help_flag();
+    if (spec.several) {
+      // One list takes every positional word, options in between or not; counted afterwards.
+      commands.emplace_back(sub, std::vector<std::string>());
+      sub->add_option(spec.positionals[0], commands.back().second);
+      continue;
+    }
     commands.emplace_back(sub, std::vector<std::string>(spec.positionals.size()));
     for (std::size_t i = 0; i < spec.positionals.size(); ++i)
       sub->add_option(spec.positionals[i], commands.back().second[i]);
@@ -217,6 +237,19 @@ void take_command(const cli_grammar& grammar, command_line& line) {
   if (!extras.empty())
     throw usage_error(line.command + ": unexpected argument '" + extras.front() + "'");
   const auto& names = command_specs[index].positionals;
+  if (command_specs[index].several) {
+    const auto& words = commands[index].second;
+    if (words.size() < names.size())
+      throw usage_error(line.command + ": " + names[words.size()] + " is missing");
+    line.positional = words;
+    // The owner of unlock and extend comes last; every other word is a resource.
+    line.resources.assign(words.begin(),
+                          words.end() - static_cast<std::ptrdiff_t>(names.size() - 1));
+    for (auto resource = line.resources.begin(); resource != line.resources.end(); ++resource)
+      if (std::find(line.resources.begin(), resource, *resource) != resource)
+        throw usage_error(line.command + ": resource '" + *resource + "' is named twice");
+    return;
+  }
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (commands[index].first->count(names[i]) == 0) {
       if (i >= command_specs[index].required)
@@ -242,7 +275,8 @@ void refuse_unless_for(const CLI::App& app, const command_line& line, const char
 
 // Options that only some commands take, and what each command needs besides its positionals.
 void check_options_fit(const CLI::App& app, command_line& line, bool has_dashes,
-                       const std::string& conflict_exit_code, const std::string& count) {
+                       const std::string& conflict_exit_code, const std::string& count,
+                       const std::string& permits) {
   refuse_unless_for(app, line, "--count", {"list"});
   refuse_unless_for(app, line, "--admin-secret-file", {"break"});
   if (app.count("--count") > 0) {
@@ -257,6 +291,20 @@ void check_options_fit(const CLI::App& app, command_line& line, bool has_dashes,
   refuse_unless_for(app, line, "--wait", {"lock", "run"});
   refuse_unless_for(app, line, "--kill-after", {"run"});
   refuse_unless_for(app, line, "--conflict-exit-code", {"run"});
+  refuse_unless_for(app, line, "--shared", {"lock", "run"});
+  refuse_unless_for(app, line, "--permits", {"lock", "run"});
+  if (app.count("--permits") > 0) {
+    const char* end = permits.data() + permits.size();
+    const auto [stop, ec] = std::from_chars(permits.data(), end, line.permits);
+    if (ec != std::errc{} || stop != end || line.permits == 0)
+      throw usage_error("--permits: '" + permits + "' is not a number of permits (1 or more)");
+  }
+  if (line.shared && line.permits != 0)
+    throw usage_error(line.command + ": --shared and --permits exclude each other");
+  if ((line.shared || line.permits != 0) && line.resources.size() > 1)
+    throw usage_error(line.command + ": " + (line.shared ? "--shared" : "--permits") +
+                      " takes one resource (several resources are locked all or none, "
+                      "exclusively)");
   if (line.output != "text" && line.output != "json")
     throw usage_error("--output: '" + line.output + "' is not text or json");
   if (line.command == "run" && !has_dashes)
@@ -298,7 +346,8 @@ command_line parse_command_line(const std::vector<std::string>& args) {
   if (grammar.version)
     throw version_requested{};
   take_command(grammar, line);
-  check_options_fit(grammar.app, line, has_dashes, grammar.conflict_exit_code, grammar.count);
+  check_options_fit(grammar.app, line, has_dashes, grammar.conflict_exit_code, grammar.count,
+                    grammar.permits);
   return line;
 }
 

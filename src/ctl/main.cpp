@@ -165,7 +165,10 @@ connection_settings connection_settings_of(const command_line& line) {
 // `redlockctl run`: the lock's connection stays open while the command runs.
 int run_command(const command_line& line, const connection_settings& settings) {
   run_options options;
-  options.resource = line.positional[0];
+  options.resource = line.resources.front();
+  options.resources = line.resources;
+  options.shared = line.shared;
+  options.permits = line.permits;
   options.command = line.tail;
   options.timeout = settings.timeout;
   if (!line.ttl.empty())
@@ -211,16 +214,17 @@ daemon_request request_for(const command_line& line) {
   if (command == "lock") {
     daemon_request request;
     request.ttl = duration_of("--ttl", line.ttl);
-    request.line = "LOCK " + positional[0] + " " + ms(request.ttl);
+    request.line = lock_request_line(line.resources, request.ttl, line.shared, line.permits);
     if (!line.wait.empty())
       request.wait = duration_of("--wait", line.wait);
     return request;
   }
+  // unlock and extend: the resources (several: MUNLOCK, MEXTEND), then the owner.
   if (command == "unlock")
-    return plain("UNLOCK " + positional[0] + " " + positional[1]);
+    return plain(resources_request_prefix("UNLOCK", line.resources) + " " + positional.back());
   if (command == "extend")
-    return plain("EXTEND " + positional[0] + " " + positional[1] + " " +
-                 ms(duration_of("--ttl", line.ttl)));
+    return plain(resources_request_prefix("EXTEND", line.resources) + " " + positional.back() +
+                 " " + ms(duration_of("--ttl", line.ttl)));
   if (command == "status")
     return plain("STATUS " + positional[0]);
   if (command == "list") {
@@ -252,7 +256,7 @@ int send_command(const command_line& line, const connection_settings& settings) 
     if (!is_success_reply(reply))
       return report_failure(std::cerr, reply);
     print_reply(std::cout, line.command, line.positional.empty() ? "" : line.positional[0], reply,
-                line.output == "json");
+                line.output == "json", line.resources);
     connection->request("QUIT", settings.timeout);
     return code::ok;
   } catch (const auth_refused& e) {
@@ -268,10 +272,9 @@ int run(const std::vector<std::string>& args) {
   const command_line line = parse_command_line(args);
   const connection_settings settings = connection_settings_of(line);
   // A resource with a space or a control byte would split the request line: refuse it here.
-  const auto& positional = line.positional;
-  if (!positional.empty() &&
-      (positional[0].empty() || positional[0].find_first_of(" \t\r\n") != std::string::npos))
-    throw usage_error("the resource must be printable and contain no spaces");
+  for (const auto& word : line.positional)
+    if (word.empty() || word.find_first_of(" \t\r\n") != std::string::npos)
+      throw usage_error("the resource must be printable and contain no spaces");
   return line.command == "run" ? run_command(line, settings) : send_command(line, settings);
 }
 

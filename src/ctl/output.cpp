@@ -108,8 +108,46 @@ void print_listing(std::ostream& out, const std::string& json_text, bool json) {
     out << "(more not shown: give a prefix or a larger --count)\n";
 }
 
+namespace {
+
+// STATUS's `OK HELD <ms> [field=value...]` or `OK FREE [field=value...]`.
+void print_status(std::ostream& out, const std::string& resource, const std::string& reply,
+                  bool json) {
+  const auto words = words_of(reply.starts_with("OK ") ? reply.substr(3) : "");
+  const bool held = !words.empty() && words[0] == "HELD";
+  const std::size_t first_field = held ? 2 : 1;
+  if (words.empty() || (held ? words.size() < 2 : words[0] != "FREE"))
+    throw connection_error("unexpected reply to STATUS: " + reply);
+  nlohmann::json object = {{"resource", resource}, {"state", held ? "held" : "free"}};
+  if (held)
+    object["pttl_ms"] = number(words[1]);
+  std::string text = held ? "held " + words[1] : "free";
+  for (std::size_t i = first_field; i < words.size(); ++i) {
+    const auto equals = words[i].find('=');
+    if (equals == std::string::npos)
+      throw connection_error("unexpected reply to STATUS: " + reply);
+    const std::string name = words[i].substr(0, equals);
+    const std::string value = words[i].substr(equals + 1);
+    text += " " + words[i];
+    if (name == "label") {
+      object["label"] = value;
+    } else if (name == "readers") {
+      object["readers"] = number(value);
+    } else if (name == "permits") {
+      const auto slash = value.find('/');
+      if (slash == std::string::npos)
+        throw connection_error("unexpected reply to STATUS: " + reply);
+      object["permits_used"] = number(value.substr(0, slash));
+      object["permits"] = number(value.substr(slash + 1));
+    } // fields of a newer daemon: in the text only
+  }
+  out << (json ? object.dump() : text) << "\n";
+}
+
+} // namespace
+
 void print_reply(std::ostream& out, const std::string& command, const std::string& resource,
-                 const std::string& reply, bool json) {
+                 const std::string& reply, bool json, const std::vector<std::string>& resources) {
   const std::string body = reply.starts_with("OK ") ? reply.substr(3) : "";
   if (command == "info") {
     if (json)
@@ -119,25 +157,15 @@ void print_reply(std::ostream& out, const std::string& command, const std::strin
     return;
   }
   if (command == "status") {
-    const auto words = words_of(body);
-    const bool held = !words.empty() && words[0] == "HELD";
-    // HELD <ms> [label=<label>]
-    const bool labelled = held && words.size() == 3 && words[2].starts_with("label=");
-    if (words.empty() ||
-        (held ? words.size() != 2 && !labelled : words.size() != 1 || words[0] != "FREE"))
-      throw connection_error("unexpected reply to STATUS: " + reply);
-    if (json) {
-      nlohmann::json object = {{"resource", resource}, {"state", held ? "held" : "free"}};
-      if (held)
-        object["pttl_ms"] = number(words[1]);
-      if (labelled)
-        object["label"] = words[2].substr(6);
-      out << object.dump() << "\n";
-    } else {
-      out << (held ? "held " + words[1] : "free") << (labelled ? " " + words[2] : "") << "\n";
-    }
+    print_status(out, resource, reply, json);
     return;
   }
+  // A set's JSON names every resource besides the first.
+  auto with_set = [&](nlohmann::json object) {
+    if (resources.size() > 1)
+      object["resources"] = resources;
+    return object.dump();
+  };
   if (command == "list") {
     print_listing(out, body, json);
     return;
@@ -146,11 +174,10 @@ void print_reply(std::ostream& out, const std::string& command, const std::strin
     const auto words = words_of(body);
     if (words.size() != 3)
       throw connection_error("unexpected reply to LOCK: " + reply);
-    out << nlohmann::json{{"resource", resource},
-                          {"owner", words[0]},
-                          {"fence", number(words[1])},
-                          {"validity_ms", number(words[2])}}
-               .dump()
+    out << with_set({{"resource", resource},
+                     {"owner", words[0]},
+                     {"fence", number(words[1])},
+                     {"validity_ms", number(words[2])}})
         << "\n";
     return;
   }
@@ -158,11 +185,11 @@ void print_reply(std::ostream& out, const std::string& command, const std::strin
     const auto words = words_of(body);
     if (words.size() != 1)
       throw connection_error("unexpected reply to EXTEND: " + reply);
-    out << nlohmann::json{{"resource", resource}, {"validity_ms", number(words[0])}}.dump() << "\n";
+    out << with_set({{"resource", resource}, {"validity_ms", number(words[0])}}) << "\n";
     return;
   }
   if (json && command == "unlock") {
-    out << nlohmann::json{{"resource", resource}, {"released", true}}.dump() << "\n";
+    out << with_set({{"resource", resource}, {"released", true}}) << "\n";
     return;
   }
   if (json && command == "break") {

@@ -66,6 +66,19 @@ class signal_routing {
   std::array<struct sigaction, watched_signals.size()> saved_{};
 };
 
+// The resources of a run: one or several.
+std::vector<std::string> resources_of(const run_options& options) {
+  return options.resources.empty() ? std::vector<std::string>{options.resource} : options.resources;
+}
+
+// The resources for people: "a", or "a b c".
+std::string resources_text(const run_options& options) {
+  std::string text;
+  for (const auto& resource : resources_of(options))
+    text += (text.empty() ? "" : " ") + resource;
+  return text;
+}
+
 struct lock_grant {
   std::string owner;
   std::string fence;
@@ -103,6 +116,10 @@ std::optional<lock_grant> parse_grant(const std::string& reply) {
     ::signal(signal, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   ::setenv("REDLOCK_RESOURCE", options.resource.c_str(), 1);
+  std::string all;
+  for (const auto& resource : resources_of(options))
+    all += (all.empty() ? "" : " ") + resource;
+  ::setenv("REDLOCK_RESOURCES", all.c_str(), 1);
   ::setenv("REDLOCK_OWNER", grant.owner.c_str(), 1);
   ::setenv("REDLOCK_FENCE", grant.fence.c_str(), 1);
   ::setenv("REDLOCK_VALIDITY_MS", grant.validity.c_str(), 1);
@@ -125,7 +142,8 @@ void release(line_connection& connection, const run_options& options, const lock
              bool lost) {
   try {
     if (!lost)
-      connection.send_line("UNLOCK " + options.resource + " " + grant.owner);
+      connection.send_line(resources_request_prefix("UNLOCK", resources_of(options)) + " " +
+                           grant.owner);
     connection.send_line("QUIT");
     const auto deadline = clock_type::now() + options.timeout;
     bool unlock_answered = lost;
@@ -139,13 +157,13 @@ void release(line_connection& connection, const run_options& options, const lock
       if (line->starts_with("PONG"))
         continue;
       if (line->starts_with("LOST ")) {
-        std::cerr << "redlockctl: lock on " << options.resource
+        std::cerr << "redlockctl: lock on " << resources_text(options)
                   << " lost just as the command ended\n";
         return;
       }
       unlock_answered = true;
       if (*line != "OK")
-        std::cerr << "redlockctl: UNLOCK " << options.resource << " answered " << *line
+        std::cerr << "redlockctl: UNLOCK " << resources_text(options) << " answered " << *line
                   << " (the lock may have expired while the command ran)\n";
     }
   } catch (const connection_error&) {
@@ -153,10 +171,11 @@ void release(line_connection& connection, const run_options& options, const lock
   }
 }
 
-// LOCK with KEEP (the daemon renews the lock while the connection lives), with --wait as long
-// as asked.
+// LOCK (or MLOCK) with KEEP (the daemon renews the lock while the connection lives), with --wait
+// as long as asked.
 std::string take_lock(line_connection& connection, const run_options& options) {
-  const std::string lock = "LOCK " + options.resource + " " + std::to_string(options.ttl.count());
+  const std::string lock =
+      lock_request_line(resources_of(options), options.ttl, options.shared, options.permits);
   if (options.wait.count() > 0)
     return lock_with_wait(connection, lock, " KEEP", options.wait, options.ttl, options.timeout);
   return connection.request(lock + " KEEP", options.timeout);
@@ -164,7 +183,7 @@ std::string take_lock(line_connection& connection, const run_options& options) {
 
 // Says why the lock was not granted; returns the exit code for it.
 int lock_refused(const run_options& options, const std::string& reply) {
-  std::cerr << "redlockctl: could not lock " << options.resource << ": " << reply << "\n";
+  std::cerr << "redlockctl: could not lock " << resources_text(options) << ": " << reply << "\n";
   if (reply.starts_with("BUSY"))
     return options.conflict_exit_code;
   if (reply.starts_with("NOQUORUM"))
@@ -259,17 +278,42 @@ int run_holding(line_connection& connection, const run_options& options, const l
   int code = exit_status(watched.status);
   if (exec_error)
     code = *exec_error == ENOENT ? exit_code::not_found : exit_code::not_executable;
-  if (options.json)
-    std::cout << nlohmann::json{{"resource", options.resource},
-                                {"fence", std::stoull(grant.fence)},
-                                {"exit_code", code},
-                                {"lost", watched.lost}}
-                     .dump()
-              << std::endl;
+  if (options.json) {
+    nlohmann::json result = {{"resource", options.resource},
+                             {"fence", std::stoull(grant.fence)},
+                             {"exit_code", code},
+                             {"lost", watched.lost}};
+    if (resources_of(options).size() > 1)
+      result["resources"] = resources_of(options);
+    std::cout << result.dump() << std::endl;
+  }
   return code;
 }
 
 } // namespace
+
+std::string lock_request_line(const std::vector<std::string>& resources, milliseconds ttl,
+                              bool shared, unsigned permits) {
+  const std::string ttl_ms = std::to_string(ttl.count());
+  if (resources.size() > 1)
+    return resources_request_prefix("LOCK", resources) + " " + ttl_ms;
+  std::string line = "LOCK " + resources.front() + " " + ttl_ms;
+  if (shared)
+    line += " SHARED";
+  if (permits > 0)
+    line += " PERMITS " + std::to_string(permits);
+  return line;
+}
+
+std::string resources_request_prefix(const std::string& verb,
+                                     const std::vector<std::string>& resources) {
+  if (resources.size() == 1)
+    return verb + " " + resources.front();
+  std::string line = "M" + verb + " " + std::to_string(resources.size());
+  for (const auto& resource : resources)
+    line += " " + resource;
+  return line;
+}
 
 std::chrono::milliseconds default_kill_after(std::chrono::milliseconds ttl) {
   const auto drift = milliseconds(ttl.count() / 100 + 2);

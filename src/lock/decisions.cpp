@@ -1,5 +1,6 @@
 #include "redlockd/lock/decisions.hpp"
 
+#include <algorithm>
 #include <variant>
 
 namespace redlockd {
@@ -90,6 +91,19 @@ vote_tally same_slot_view(const vote_tally& raw, std::span<const std::int16_t> s
     view.record(node, v);
   }
   return view;
+}
+
+std::size_t most_on_one_slot(std::uint32_t took, std::span<const std::int16_t> slots) {
+  std::size_t best = 0;
+  for (std::size_t node = 0; node < slots.size(); ++node) {
+    if ((took >> node & 1u) == 0 || slots[node] < 0)
+      continue;
+    std::size_t count = 0;
+    for (std::size_t other = 0; other < slots.size(); ++other)
+      count += (took >> other & 1u) != 0 && slots[other] == slots[node] ? 1 : 0;
+    best = std::max(best, count);
+  }
+  return best;
 }
 
 verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms) {

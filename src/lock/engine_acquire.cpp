@@ -170,8 +170,13 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
   // waiter slept that key's whole TTL). One on a minority never does: waking waiters for it is
   // the busy loop of issue 21. publish-on-cleanup (the simulator's weakened variant only,
   // config::weakened) releases every attempt as a lock.
-  const bool held_majority =
-      static_cast<std::size_t>(std::popcount(op.lock.took)) >= quorum(node_count_);
+  // A permit attempt counts by slot: one spread over slots held none on a majority (seed 108:
+  // each such release woke every daemon's head, whose attempts spread again).
+  const std::size_t held =
+      traits_of(op.hold_kind).votes == vote_rule::same_slot
+          ? most_on_one_slot(op.lock.took, std::span(op.lock.slots).first(node_count_))
+          : static_cast<std::size_t>(std::popcount(op.lock.took));
+  const bool held_majority = held >= quorum(node_count_);
   cleanups_.everywhere(op.hold(), op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
                        cfg_.weakened.publish_on_cleanup || held_majority ? released::attempt_held
                                                                          : released::attempt,
@@ -301,8 +306,8 @@ void lock_engine::retry_head(const std::string& key, clock_type::time_point when
 }
 
 std::vector<std::string> lock_engine::sets_waiting_for(const std::string& member) const {
-  // Sets leave no wait marks and have no index of their own: their queues are looked through,
-  // and only while some set waits at all.
+  // Sets have no index by member: their queues are looked through, and only while some set
+  // waits at all.
   std::vector<std::string> out;
   if (set_waiters_ == 0)
     return out;

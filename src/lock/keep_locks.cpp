@@ -53,6 +53,18 @@ std::uint32_t keep_locks::add(const std::string& key, const owner_id& owner, std
   return index;
 }
 
+void keep_locks::rename(std::uint32_t index, std::string key) {
+  keep_lock& k = locks_[index];
+  const auto [first, last] = by_key_.equal_range(k.key);
+  for (auto it = first; it != last; ++it)
+    if (it->second == index) {
+      by_key_.erase(it);
+      break;
+    }
+  k.key = std::move(key);
+  by_key_.emplace(k.key, index);
+}
+
 void keep_locks::drop(std::uint32_t index) {
   keep_lock& k = locks_[index];
   if (!k.active)

@@ -41,8 +41,20 @@ void lease_table::release(const std::string& key, const owner_id& owner) {
 void lease_table::delay(const std::string& key) {
   if (delay_.count() == 0)
     return;
-  delays_[key] = now_() + delay_;
+  delay_until(key, now_() + delay_);
   sweep();
+}
+
+void lease_table::delay_until(const std::string& key, clock_type::time_point until) {
+  // A set's unclean end delays each of its resources too: a holder still at work uses them all.
+  for (const std::string_view name : members_of(key)) {
+    auto& delayed = delays_[std::string(name)];
+    delayed = std::max(delayed, until);
+  }
+  if (key.find(member_separator) != std::string::npos) {
+    auto& delayed = delays_[key];
+    delayed = std::max(delayed, until);
+  }
 }
 
 std::optional<clock_type::time_point> lease_table::delayed_until(const std::string& key) {
@@ -54,19 +66,27 @@ std::optional<clock_type::time_point> lease_table::delayed_until(const std::stri
     std::erase_if(held->second, [&](const lease& ended) {
       if (ended.expires > now)
         return false;
-      auto& delayed = delays_[key];
-      delayed = std::max(delayed, ended.expires + delay_);
+      delay_until(key, ended.expires + delay_);
       return true;
     });
     if (held->second.empty())
       leases_.erase(held);
   }
-  if (const auto delayed = delays_.find(key); delayed != delays_.end()) {
-    if (delayed->second > now)
-      return delayed->second;
-    delays_.erase(delayed);
-  }
-  return std::nullopt;
+  // A set is delayed while any of its resources is.
+  std::optional<clock_type::time_point> until;
+  const auto check = [&](const std::string& name) {
+    if (const auto delayed = delays_.find(name); delayed != delays_.end()) {
+      if (delayed->second > now)
+        until = std::max(until.value_or(delayed->second), delayed->second);
+      else
+        delays_.erase(delayed);
+    }
+  };
+  check(key);
+  if (key.find(member_separator) != std::string::npos)
+    for (const std::string_view member : members_of(key))
+      check(std::string(member));
+  return until;
 }
 
 void lease_table::sweep() {

@@ -13,6 +13,12 @@
 namespace redlockd {
 namespace {
 
+// A semaphore asked with another n than its waiters': the masters say which n is in force
+// (PERMITS_MISMATCH), never a BUSY from the queue (found by the simulator, seed 3 --mix permit).
+bool other_permits(const operation& op, const operation& head) {
+  return op.hold_kind == lock_kind::permit && op.permits != head.permits;
+}
+
 // The seed of the retry jitter: from `random` when one is injected (the simulator), else from
 // std::random_device.
 std::minstd_rand::result_type jitter_seed(const random_bytes& random) {
@@ -117,7 +123,7 @@ void lock_engine::start_lock(std::uint32_t slot, bool keep, std::optional<std::u
       try_acquire(slot);
     return;
   }
-  if (queues_.head(op.key)) {
+  if (const auto head = queues_.head(op.key); head && !other_permits(op, slots_[head->slot])) {
     // Waiters are served first come, first served: a try-lock does not jump the queue.
     ++counters_.busy;
     finish(slot, format_busy(0));
@@ -150,8 +156,49 @@ void lock_engine::start_unlock(std::uint32_t slot, std::string_view owner) {
   // An explicit UNLOCK of a KEEP lock ends its renewals whatever the nodes answer.
   if (const auto index = keeps_.index_of(op.key, op.owner))
     keeps_.drop(*index);
+  else if (kind_of_owner(owner) == lock_kind::multi)
+    keep_rest_of_set(op);
   if (!start_hand_over(slot, held_here)) // a waiter here takes the lock over in the same round
     begin_round(slot, op_phase::voting, request_kind::release);
+}
+
+void lock_engine::keep_rest_of_set(const operation& op) {
+  // Some members of a KEEP set released (UNLOCK of one, MUNLOCK of some): its renewals go on
+  // with the rest, or the next one finds a released member gone and says LOST about a set the
+  // client let go of (the simulator, seed 288).
+  const auto members = [](std::string_view joined) {
+    std::vector<std::string_view> out;
+    for (std::size_t at = 0; at <= joined.size();) {
+      const std::size_t end = std::min(joined.find(member_separator, at), joined.size());
+      out.push_back(joined.substr(at, end - at));
+      at = end + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string_view> released = members(op.key);
+  for (std::uint32_t index = 0; index < keeps_.slots(); ++index) {
+    keep_lock& k = keeps_.at(index);
+    if (!k.active || k.kind != lock_kind::multi || k.owner != op.owner)
+      continue;
+    std::string rest;
+    std::string_view first;
+    for (const std::string_view member : members(k.key)) {
+      if (std::find(released.begin(), released.end(), member) != released.end())
+        continue;
+      if (first.empty())
+        first = member;
+      if (!rest.empty())
+        rest.push_back(member_separator);
+      rest.append(member);
+    }
+    if (rest.empty()) {
+      keeps_.drop(index);
+      continue;
+    }
+    if (std::find(released.begin(), released.end(), cfg_.key_prefix + k.shown) != released.end())
+      k.shown = first.substr(cfg_.key_prefix.size()); // LOST names a member it still holds
+    keeps_.rename(index, std::move(rest));
+  }
 }
 
 void lock_engine::extend(const extend_request& req, std::shared_ptr<reply_sink> sink,

@@ -62,6 +62,7 @@ listing merge_listings(std::span<const node_listing> nodes, std::string_view key
   if (!out.quorum)
     return out;
   std::vector<std::optional<std::int64_t>> pttls(nodes.size());
+  std::vector<std::uint64_t> holders(nodes.size());
   for (const auto& [key, seen] : by_key) {
     const auto held_on = std::count_if(seen.begin(), seen.end(), [](auto* h) { return h; });
     if (static_cast<std::size_t>(held_on) < out.needed || !key.starts_with(key_prefix))
@@ -71,9 +72,18 @@ listing merge_listings(std::span<const node_listing> nodes, std::string_view key
       break;
     }
     listed_lock lock;
-    lock.resource = key.substr(key_prefix.size());
+    std::string_view resource = key.substr(key_prefix.size());
     lock.kind = "exclusive";
+    // The other kinds' holds are side keys named after the resource (a space never is in one).
+    for (const auto& [suffix, kind] : {std::pair{std::string_view(" readers"), "shared"},
+                                       std::pair{std::string_view(" permits"), "permit"}})
+      if (resource.ends_with(suffix)) {
+        resource.remove_suffix(suffix.size());
+        lock.kind = kind;
+      }
+    lock.resource = resource;
     for (std::size_t node = 0; node < nodes.size(); ++node) {
+      holders[node] = seen[node] != nullptr ? seen[node]->holders : 0;
       if (seen[node] != nullptr)
         pttls[node] = seen[node]->pttl_ms;
       else if (nodes[node].answered && nodes[node].complete)
@@ -86,6 +96,7 @@ listing merge_listings(std::span<const node_listing> nodes, std::string_view key
     std::sort(lock.labels.begin(), lock.labels.end());
     lock.labels.erase(std::unique(lock.labels.begin(), lock.labels.end()), lock.labels.end());
     const status_verdict verdict = decide_status(pttls);
+    lock.holders = std::max<std::uint64_t>(1, status_count(pttls, holders));
     lock.ttl_ms = static_cast<std::uint64_t>(
         std::max<std::int64_t>(0, validity_ms(verdict.pttl_ms, elapsed, clock_drift_factor)));
     out.locks.push_back(std::move(lock));
@@ -99,7 +110,7 @@ std::string format_listing(const listing& result) {
     locks.push_back({{"resource", lock.resource},
                      {"kind", lock.kind},
                      {"ttl_ms", lock.ttl_ms},
-                     {"holders", 1},
+                     {"holders", lock.holders},
                      {"labels", lock.labels}});
   const nlohmann::json body = {{"locks", std::move(locks)}, {"truncated", result.truncated}};
   return "OK " + body.dump() + "\n";

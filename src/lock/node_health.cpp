@@ -91,6 +91,7 @@ void node_health::judge(std::size_t node, const node_facts& facts) {
       log_.warn("node {} has no fence counter while the fleet has one: its data was lost",
                 cfg_.nodes[node].to_string());
     }
+    h.no_fence = true;
     quarantine(node, quarantine_reason::keyloss, now);
     return;
   }
@@ -197,7 +198,8 @@ void node_health::start_fleet_read(std::size_t node) {
   node_record& h = nodes_[node];
   h.read_generation = next_generation(h.read_generation);
   h.read_done = false;
-  h.read_sent = h.read_answers = h.read_trusted_answers = 0;
+  h.read_sent = h.read_answers = h.read_trusted_answers = h.read_without_fence = 0;
+  h.read_answered = 0;
   h.read_fence = h.read_max_ttl = 0;
   command_.clear();
   append_register_read(command_, keys_);
@@ -211,6 +213,8 @@ void node_health::start_fleet_read(std::size_t node) {
   }
   // Asked again if a majority has not answered by then (masters down, links reconnecting).
   add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
+  if (node_count_ == 1)
+    fleet_read_done(node); // a fleet of one master: there is nobody else to ask
 }
 
 void node_health::on_register_read(std::size_t answering, const request_tag& tag,
@@ -224,18 +228,38 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
   if (reply != nullptr && reply->ok) {
     h.read_fence = std::max(h.read_fence, reply->fence);
     h.read_max_ttl = std::max(h.read_max_ttl, reply->max_ttl_ms);
+    h.read_answered |= std::uint32_t{1} << answering;
     if (trusted(answering))
       ++h.read_trusted_answers;
+    if (!reply->has_fence)
+      ++h.read_without_fence;
   }
   std::size_t trusted_nodes = 0;
   for (std::size_t other = 0; other < node_count_; ++other)
     if (other != tag.op && trusted(other))
       ++trusted_nodes;
   const bool majority = h.read_trusted_answers >= quorum(node_count_);
-  // When fewer than a majority kept their data there is no better answer to wait for.
-  const bool best_effort = trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent;
-  if (majority || best_effort)
+  // When a majority has no fence register (a new fleet, or a majority lost its data: fences may
+  // go back, PROTOCOL.md) there is no better answer to wait for. Fewer without one, and the
+  // others down or in quarantine: the counter lives on the masters not heard, so wait for them
+  // (the simulator's seed 41754: two masters that lost their data were seeded from one that had
+  // been down since the start, and tokens went back to 1).
+  const std::size_t without_fence = h.read_without_fence + (h.no_fence ? 1 : 0);
+  const bool best_effort = trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent &&
+                           without_fence >= quorum(node_count_);
+  if (majority || best_effort) {
     fleet_read_done(tag.op);
+    return;
+  }
+  // Every master asked answered, but too few of them were trusted when they did (a new fleet's
+  // masters are seeded one after the other): if enough of them are trusted now, ask them again
+  // at once rather than at the next retry.
+  std::size_t trusted_now = 0;
+  for (std::size_t other = 0; other < node_count_; ++other)
+    if ((h.read_answered & (std::uint32_t{1} << other)) != 0 && trusted(other))
+      ++trusted_now;
+  if (h.read_answers == h.read_sent && trusted_now >= quorum(node_count_))
+    start_fleet_read(tag.op);
 }
 
 void node_health::fleet_read_done(std::size_t node) {
@@ -312,6 +336,7 @@ void node_health::on_seed_reply(std::size_t node, const request_tag& tag,
   }
   h.state = trust::trusted;
   h.reason = quarantine_reason::none;
+  h.no_fence = false;
   log_.info("node {} out of quarantine (re-seeded: fence {}, longest TTL {} ms)",
             cfg_.nodes[node].to_string(), fences_.high_water(), max_ttl_);
 }

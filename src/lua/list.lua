@@ -1,23 +1,56 @@
 -- list: one bounded step of LIST on one master: SCAN from a cursor, keeping the holds.
 -- ARGV: cursor, MATCH pattern, COUNT, fence key. No KEYS: it reads keys it finds (a
--- non-cluster master, as redlockd needs). Uses SCAN, GET and PTTL: an ACL user needs +scan.
--- {next cursor, then key, PTTL, label ('' if none) per hold}. A hold is a string whose value is
--- an owner (40 lowercase hex) alone or followed by ' ' and a label. Skipped: keys with a space
--- (another kind's side keys, `K <suffix>`), the fence key and its registers, wait marks, and
--- anything else that does not look like a hold. The owners never leave the master.
+-- non-cluster master, as redlockd needs). Uses SCAN, GET and PTTL, and ZCOUNT / ZREVRANGE where
+-- shared holders are: an ACL user needs +scan.
+-- {next cursor, then key, PTTL, label ('' if none), holders per hold}. A hold is:
+-- - a string whose value is an owner (40 lowercase hex) alone or followed by ' ' and a label
+--   (an exclusive lock or a set's member: 1 holder);
+-- - 'K readers' with live members (shared holders of K: their number, the longest time left);
+-- - 'S permits' with live slots (a semaphore S: the slots held, the longest time left, the
+--   first label found).
+-- Skipped: the other side keys ('K labels', 'K write-intent', 'S permit:<i>'), the fence key and
+-- its registers, wait marks, and anything else that does not look like a hold. The owners never
+-- leave the master.
 local scan = redis.call('scan', ARGV[1], 'match', ARGV[2], 'count', ARGV[3])
 local out = {scan[1]}
 local fence = ARGV[4]
 local owner = '^' .. string.rep('[0-9a-f]', 40)
+local now = now_ms(redis.call('time'))
+local function add(key, pttl, label, holders)
+  out[#out + 1] = key
+  out[#out + 1] = pttl
+  out[#out + 1] = label
+  out[#out + 1] = holders
+end
+local function label_of(v)
+  if type(v) == 'string' and string.find(v, owner) and (#v == 40 or string.sub(v, 41, 41) == ' ') then
+    return string.sub(v, 42)
+  end
+end
 for _, k in ipairs(scan[2]) do
-  if not string.find(k, ' ', 1, true) and k ~= fence and k ~= fence .. ':max_ttl'
-      and string.sub(k, 1, #fence + 9) ~= fence .. ':waiting:' then
-    local v = redis.pcall('get', k) -- an error (another type) is no hold
-    if type(v) == 'string' and string.find(v, owner) and (#v == 40 or string.sub(v, 41, 41) == ' ') then
-      out[#out + 1] = k
-      out[#out + 1] = redis.call('pttl', k)
-      out[#out + 1] = string.sub(v, 42)
+  if k == fence or k == fence .. ':max_ttl' or string.sub(k, 1, #fence + 9) == fence .. ':waiting:' then
+    -- the registers and the wait marks
+  elseif string.sub(k, -8) == ' readers' then
+    local base = string.sub(k, 1, -9)
+    local n = redis.pcall('zcount', k, now, '+inf')
+    if type(n) == 'number' and n > 0 then add(k, readers_pttl(base, now), '', n) end
+  elseif string.sub(k, -8) == ' permits' then
+    local base = string.sub(k, 1, -9)
+    local n = tonumber(redis.pcall('get', k)) or 0
+    local held, longest, label = 0, 0, ''
+    for i = 0, n - 1 do
+      local slot = base .. ' permit:' .. i
+      local left = redis.call('pttl', slot)
+      if left ~= -2 then
+        held = held + 1
+        if left > longest then longest = left end
+        if label == '' then label = label_of(redis.pcall('get', slot)) or '' end
+      end
     end
+    if held > 0 then add(k, longest, label, held) end
+  elseif not string.find(k, ' ', 1, true) then
+    local label = label_of(redis.pcall('get', k)) -- an error (another type) is no hold
+    if label then add(k, redis.call('pttl', k), label, 1) end
   end
 end
 return out

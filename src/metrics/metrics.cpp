@@ -107,6 +107,11 @@ void render_engine_counters(std::string& out, const metrics_snapshot& s) {
   family(out, "redlockd_wakeups_total", "counter",
          "Head waiters woken by a release a master published (through any daemon).");
   sample(out, "redlockd_wakeups_total", "", std::to_string(s.wakeups));
+  family(out, "redlockd_grants_total", "counter",
+         "LOCK and MLOCK grants by lock kind (exclusive, shared, permit, multi).");
+  for (const auto& [kind, count] : s.grants)
+    sample(out, "redlockd_grants_total", "kind=\"" + std::string(kind) + "\"",
+           std::to_string(count));
 }
 
 // A histogram family: cumulative buckets, then sum and count.

@@ -109,19 +109,21 @@ register_reply decode_registers(const redisReply& reply) {
   const auto fence = counter(array_at(reply, 0));
   const auto max_ttl = counter(array_at(reply, 1));
   if (fence && max_ttl)
-    out = {true, *fence, *max_ttl};
+    out = {true, *fence, !is_nil(array_at(reply, 0)), *max_ttl};
   return out;
 }
 
 list_step_reply decode_list_step(const redisReply& reply) {
   list_step_reply out;
   const std::size_t size = array_size(reply);
-  if (size == 0 || (size - 1) % 3 != 0)
+  if (size == 0 || (size - 1) % 4 != 0)
     return out;
-  for (std::size_t i = 1; i + 2 < size; i += 3)
-    out.holds.push_back({std::string(as_string(array_at(reply, i))),
-                         as_integer(array_at(reply, i + 1)).value_or(0),
-                         std::string(as_string(array_at(reply, i + 2)))});
+  for (std::size_t i = 1; i + 3 < size; i += 4)
+    out.holds.push_back(
+        {std::string(as_string(array_at(reply, i))), as_integer(array_at(reply, i + 1)).value_or(0),
+         std::string(as_string(array_at(reply, i + 2))),
+         static_cast<std::uint64_t>(
+             std::max<std::int64_t>(0, as_integer(array_at(reply, i + 3)).value_or(0)))});
   out.cursor = as_string(array_at(reply, 0));
   return out;
 }
@@ -235,8 +237,13 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
     return release_reply{as_integer(reply)};
   case request_kind::extend:
     return decode_extend(reply);
-  case request_kind::fence_bump:
-    return fence_bump_reply{counter(reply), as_integer(reply) == -2};
+  case request_kind::fence_bump: {
+    // The previous counter is a bulk string. Anything else (-2: the register is gone) is no
+    // previous value at all; read as text, -2 would be "" and count as a counter of 0 (a yes).
+    if (const auto integer = as_integer(reply))
+      return fence_bump_reply{std::nullopt, *integer == -2};
+    return fence_bump_reply{counter(reply), false};
+  }
   case request_kind::fleet_read:
     return decode_registers(reply);
   case request_kind::seed:

@@ -38,8 +38,24 @@ chaos_daemon::~chaos_daemon() {
 }
 
 void chaos_daemon::start() {
+  launch();
+  wait_ready();
+}
+
+void chaos_daemon::launch() {
   process_.kill();
   process_ = test::child_process(binary_, {"--config", config_.string()}, log_);
+  wait_until("INFO answers", [](const nlohmann::json&) { return true; });
+}
+
+void chaos_daemon::wait_ready() {
+  wait_until("ready", [this](const nlohmann::json& doc) {
+    return test::count_nodes_in_state(doc, nodes_, "ok") >= min_ok_nodes_;
+  });
+}
+
+void chaos_daemon::wait_until(const char* what,
+                              const std::function<bool(const nlohmann::json&)>& done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   std::string last;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -49,7 +65,7 @@ void chaos_daemon::start() {
                                " at start; log:\n" + test::file_tail(log_));
     try {
       const auto doc = info();
-      if (test::count_nodes_in_state(doc, nodes_, "ok") >= min_ok_nodes_)
+      if (done(doc))
         return;
       last = doc.dump();
     } catch (const std::exception& e) {
@@ -57,8 +73,8 @@ void chaos_daemon::start() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  throw std::runtime_error("redlockd on port " + std::to_string(port_) +
-                           " not ready; last: " + last + "\nlog:\n" + test::file_tail(log_));
+  throw std::runtime_error("redlockd on port " + std::to_string(port_) + " not " + what +
+                           "; last: " + last + "\nlog:\n" + test::file_tail(log_));
 }
 
 void chaos_daemon::kill() {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ class chaos_daemon {
 
   // Starts (same port and config) and waits until `min_ok_nodes` masters are "ok" in INFO.
   void start();
+  // Starts and waits only until INFO answers: the masters' states at start can be read, before
+  // quarantines that keep `min_ok_nodes` from voting end. `start()` is this, then `wait_ready()`.
+  void launch();
+  void wait_ready();
   // SIGKILL, as a crash.
   void kill();
   // SIGTERM and wait (LeakSanitizer reports at exit); returns the exit status.
@@ -40,6 +45,7 @@ class chaos_daemon {
   std::string log() const;
 
  private:
+  void wait_until(const char* what, const std::function<bool(const nlohmann::json&)>& done);
   std::string binary_;
   std::filesystem::path config_;
   std::filesystem::path log_;

@@ -51,7 +51,7 @@ std::string owner_slot(const std::string& owner) {
 
 } // namespace
 
-TEST_CASE("shared holders share; an exclusive lock excludes them and is excluded by them",
+TEST_CASE("shared holders share, and an exclusive lock excludes them and is excluded by them",
           "[integration][kinds]") {
   fleet_and_daemon env;
   line_client a = env.client();
@@ -198,6 +198,10 @@ TEST_CASE("permits: at most n, another n is refused, a killed holder's permit co
   line_client waiter = env.client();
   waiter.send("LOCK pool 30000 PERMITS 2 WAIT 10000\n");
   REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }, 5s));
+  // With a waiter queued: the right n is BUSY from the queue, another n is still refused for
+  // its n (it was BUSY 0 from the queue before the fix; the simulator's seed 3 --mix permit).
+  CHECK(starts_with(a.request("LOCK pool 1000 PERMITS 2"), "BUSY "));
+  CHECK(starts_with(a.request("LOCK pool 1000 PERMITS 3"), "ERR PERMITS_MISMATCH "));
   const auto closed = clock_type::now();
   keeper.reset();
   waiter.set_timeout(10s);
@@ -365,6 +369,24 @@ TEST_CASE("KEEP and LOST for every kind: a set's LOST names its first resource",
     return masters_with_reader(env.fleet, "k:r", shared.owner).empty() &&
            nodes_holding(env.fleet, "k:p permit:0", permit.owner).empty();
   }));
+}
+
+TEST_CASE("a KEEP set whose client releases one member keeps the rest, and says no LOST",
+          "[integration][kinds]") {
+  fleet_and_daemon env;
+  line_client keeper = env.client();
+  const lock_grant set = must_lock(keeper, "MLOCK 3 s:a s:b s:c 300 KEEP");
+  CHECK(keeper.request("UNLOCK s:a " + set.owner) == "OK");
+  // Renewed well past its TTL without s:a (before the fix: the first renewal found s:a gone,
+  // LOST came, and the rest expired).
+  std::this_thread::sleep_for(1s);
+  CHECK(nodes_holding(env.fleet, "s:b", set.owner).size() == 5);
+  CHECK(nodes_holding(env.fleet, "s:c", set.owner).size() == 5);
+  CHECK(nodes_holding(env.fleet, "s:a", set.owner).empty());
+  CHECK(env.daemon.info().at("keep_locks") == 1);
+  CHECK(keeper.request("MUNLOCK 2 s:c s:b " + set.owner) == "OK");
+  CHECK(env.daemon.info().at("keep_locks") == 0);
+  CHECK(keeper.request("PING") == "PONG");
 }
 
 TEST_CASE("BREAK ends shared holders and the semaphore of the same name, and a set's member",

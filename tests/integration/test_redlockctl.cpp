@@ -145,9 +145,19 @@ class fake_daemon {
     words >> verb >> resource >> ttl;
     if (verb == "LOCK")
       return "OK " + std::string(40, 'a') + " 42 " + std::to_string(std::stoll(ttl) - 1) + "\n";
+    if (verb == "MLOCK") { // MLOCK <n> <r1> .. <rn> <ttl> ...: a set's owner says its kind (3)
+      std::istringstream set(line);
+      std::string word;
+      std::vector<std::string> all;
+      while (set >> word)
+        all.push_back(word);
+      const auto n = static_cast<std::size_t>(std::stoul(all.at(1)));
+      return "OK 00003000" + std::string(32, 'b') + " 43 " +
+             std::to_string(std::stoll(all.at(n + 2)) - 1) + "\n";
+    }
     if (verb == "PING")
       return silent_ ? "" : "PONG\n";
-    if (verb == "UNLOCK" || verb == "QUIT")
+    if (verb == "UNLOCK" || verb == "MUNLOCK" || verb == "QUIT")
       return "OK\n";
     return "ERR UNKNOWN_COMMAND fake\n";
   }
@@ -227,11 +237,12 @@ TEST_CASE("redlockctl run passes on the exit code and the lock's facts, then rel
                                   "env | grep ^REDLOCK_ | sort > " + out + "; exit 7"}));
   CHECK(result.status == 7);
   const auto env_lines = lines_of(out);
-  REQUIRE(env_lines.size() == 4);
+  REQUIRE(env_lines.size() == 5);
   CHECK(env_lines[0].rfind("REDLOCK_FENCE=", 0) == 0);
   CHECK(env_lines[1].size() == std::string("REDLOCK_OWNER=").size() + 40);
   CHECK(env_lines[2] == "REDLOCK_RESOURCE=job:2");
-  CHECK(env_lines[3].rfind("REDLOCK_VALIDITY_MS=", 0) == 0);
+  CHECK(env_lines[3] == "REDLOCK_RESOURCES=job:2");
+  CHECK(env_lines[4].rfind("REDLOCK_VALIDITY_MS=", 0) == 0);
   CHECK(lock_keys(env.fleet).empty()); // released on exit
 
   CHECK(run_command(ctl, with_addr(env.daemon, {"run", "job:2", "--", "/no/such/cmd"})).status ==
@@ -782,6 +793,10 @@ TEST_CASE("redlockctl's bash completion completes commands, options and their va
   CHECK(lock_options.find("--wait\n") != std::string::npos);
   CHECK(lock_options.find("--kill-after") == std::string::npos); // run's only
   CHECK(complete("redlockctl run x --ki") == "--kill-after\n");
+  CHECK(complete("redlockctl lock a b --sh") == "--shared\n");
+  CHECK(complete("redlockctl run a --per") == "--permits\n");
+  CHECK(complete("redlockctl lock a --permits ").find("3\n") != std::string::npos);
+  CHECK(complete("redlockctl status a --sh") == "\n"); // lock's and run's only: nothing
 }
 
 TEST_CASE("status does not count masters in quarantine", "[integration][redlockctl][status]") {
@@ -812,4 +827,170 @@ TEST_CASE("status does not count masters in quarantine", "[integration][redlockc
       CHECK(status.out == "free\n");
     }
   }
+}
+
+// The lock family (protocol 1.1) through redlockctl. The requests are checked on the scripted
+// daemon; what they do on the real one below, which must say proto=1.1.
+
+TEST_CASE("run with several resources sends MLOCK and MUNLOCK, and --shared and --permits",
+          "[integration][redlockctl]") {
+  temp_dir dir;
+  const std::string out = dir.path().string() + "/env.txt";
+  {
+    fake_daemon fake;
+    const auto result = run_command(
+        ctl, {"--addr", fake.address(), "run", "acct:1", "--ttl", "5s", "acct:2", "-o", "json",
+              "--", "sh", "-c", "echo \"$REDLOCK_RESOURCE|$REDLOCK_RESOURCES\" > " + out});
+    CHECK(result.status == 0);
+    CHECK(lines_of(out) == std::vector<std::string>{"acct:1|acct:1 acct:2"});
+    CHECK(fake.received_verb("MLOCK 2 acct:1 acct:2 5000 KEEP"));
+    CHECK(fake.received_verb("MUNLOCK 2 acct:1 acct:2 00003000" + std::string(32, 'b')));
+    CHECK_FALSE(fake.received_verb("UNLOCK"));
+    const auto last = nlohmann::json::parse(result.out);
+    CHECK(last["resource"] == "acct:1");
+    CHECK(last["resources"] == nlohmann::json{"acct:1", "acct:2"});
+    CHECK(last["fence"] == 43);
+  }
+  {
+    fake_daemon fake;
+    CHECK(run_command(ctl, run_args(fake, "5s", {"true"}, {"--permits", "3", "--wait", "1s"}))
+              .status == 0);
+    CHECK(fake.received_verb("LOCK res 5000 PERMITS 3 WAIT 1000 KEEP"));
+    CHECK(fake.received_verb("UNLOCK res " + std::string(40, 'a')));
+  }
+  {
+    fake_daemon fake;
+    CHECK(run_command(ctl, run_args(fake, "5s", {"true"}, {"--shared"})).status == 0);
+    CHECK(fake.received_verb("LOCK res 5000 SHARED KEEP"));
+  }
+  // A set LOST names its first resource; run stops the command as for one lock.
+  {
+    fake_daemon fake;
+    const std::string leader = dir.path().string() + "/leader.pid";
+    child_process run(ctl,
+                      {"--addr", fake.address(), "run", "s:1", "s:2", "--ttl", "10s", "--", "sh",
+                       "-c", "echo $$ > " + leader + "; exec sleep 30"},
+                      dir.path() / "run.log");
+    const int leader_pid = pid_in(leader);
+    fake.push("LOST s:1 00003000" + std::string(32, 'b'));
+    const auto status = run.wait_for(10s);
+    REQUIRE(status);
+    CHECK(*status == 128 + SIGTERM);
+    CHECK(process_gone(leader_pid));
+    CHECK_FALSE(fake.received_verb("MUNLOCK"));
+  }
+  CHECK(run_command(ctl, {"run", "a", "b", "--shared", "--", "true"}).status == 64);
+  CHECK(run_command(ctl, {"lock", "a", "--ttl", "1s", "--permits", "0"}).status == 64);
+  CHECK(run_command(ctl, {"lock", "a", "a", "--ttl", "1s"}).status == 64);
+}
+
+namespace {
+
+// The real daemon must serve the lock family for the tests below: say so when it does not.
+void require_lock_family(const fleet_and_daemon& env) {
+  const std::string hello = env.client().request("HELLO");
+  INFO("HELLO answered '"
+       << hello
+       << "': this daemon does not serve protocol 1.1 (SHARED, PERMITS, MLOCK); build it from "
+          "a tree where the lock family is served");
+  REQUIRE(hello.find(" proto=1.1 ") != std::string::npos);
+}
+
+std::string owner_in(const run_result& locked) {
+  return locked.out.substr(0, locked.out.find(' '));
+}
+
+} // namespace
+
+TEST_CASE("redlockctl lock --shared and --permits, status with readers and permits",
+          "[integration][redlockctl][kinds]") {
+  fleet_and_daemon env;
+  require_lock_family(env);
+  const auto first =
+      run_command(ctl, with_addr(env.daemon, {"lock", "rw", "--ttl", "30s", "--shared"}));
+  const auto second =
+      run_command(ctl, with_addr(env.daemon, {"lock", "--shared", "rw", "--ttl", "30s"}));
+  REQUIRE(first.status == 0);
+  REQUIRE(second.status == 0);
+  CHECK(owner_in(first).rfind("00001", 0) == 0);
+  const auto writer = run_command(ctl, with_addr(env.daemon, {"lock", "rw", "--ttl", "30s"}));
+  CHECK(writer.status == 1);
+  CHECK(writer.err.find("BUSY") != std::string::npos);
+  const auto readers = run_command(ctl, with_addr(env.daemon, {"status", "rw"}));
+  CHECK(readers.status == 0);
+  CHECK(readers.out.rfind("held ", 0) == 0);
+  CHECK(readers.out.find(" readers=2") != std::string::npos);
+  const auto readers_json = run_command(ctl, with_addr(env.daemon, {"status", "rw", "-o", "json"}));
+  CHECK(nlohmann::json::parse(readers_json.out)["readers"] == 2);
+  // EXTEND and UNLOCK work for every kind: the owner says which.
+  CHECK(run_command(ctl, with_addr(env.daemon, {"extend", "rw", owner_in(first), "--ttl", "1m"}))
+            .status == 0);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"unlock", "rw", owner_in(first)})).status == 0);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"unlock", "rw", owner_in(second)})).status == 0);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"status", "rw"})).out == "free\n");
+
+  const auto p1 =
+      run_command(ctl, with_addr(env.daemon, {"lock", "pool", "--ttl", "30s", "--permits", "2"}));
+  const auto p2 =
+      run_command(ctl, with_addr(env.daemon, {"lock", "pool", "--ttl", "30s", "--permits", "2"}));
+  REQUIRE(p1.status == 0);
+  REQUIRE(p2.status == 0);
+  CHECK(owner_in(p1).rfind("00002", 0) == 0);
+  CHECK(owner_in(p1) != owner_in(p2));
+  CHECK(run_command(ctl, with_addr(env.daemon, {"lock", "pool", "--ttl", "30s", "--permits", "2"}))
+            .status == 1);
+  const auto mismatch =
+      run_command(ctl, with_addr(env.daemon, {"lock", "pool", "--ttl", "30s", "--permits", "3"}));
+  CHECK(mismatch.status == 4);
+  CHECK(mismatch.err.find("ERR PERMITS_MISMATCH") != std::string::npos);
+  const auto permits = run_command(ctl, with_addr(env.daemon, {"status", "pool", "-o", "json"}));
+  const auto doc = nlohmann::json::parse(permits.out);
+  CHECK(doc["state"] == "free"); // a semaphore and a lock of the same name differ
+  CHECK(doc["permits_used"] == 2);
+  CHECK(doc["permits"] == 2);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"unlock", "pool", owner_in(p1)})).status == 0);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"unlock", "pool", owner_in(p2)})).status == 0);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"status", "pool"})).out == "free\n");
+}
+
+TEST_CASE("redlockctl lock, extend and unlock several resources, and run holding them",
+          "[integration][redlockctl][kinds]") {
+  fleet_and_daemon env;
+  require_lock_family(env);
+  const auto set =
+      run_command(ctl, with_addr(env.daemon, {"lock", "a:1", "a:2", "a:3", "--ttl", "30s"}));
+  REQUIRE(set.status == 0);
+  const std::string owner = owner_in(set);
+  CHECK(owner.rfind("00003", 0) == 0);
+  for (const char* resource : {"a:1", "a:2", "a:3"}) {
+    CHECK(nodes_holding(env.fleet, resource, owner).size() >= 3);
+    CHECK(run_command(ctl, with_addr(env.daemon, {"lock", resource, "--ttl", "1s"})).status == 1);
+  }
+  // A set that overlaps in one resource gets none of them.
+  CHECK(run_command(ctl, with_addr(env.daemon, {"lock", "a:4", "a:3", "--ttl", "1s"})).status == 1);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"status", "a:4"})).out == "free\n");
+  const auto extended = run_command(
+      ctl,
+      with_addr(env.daemon, {"-o", "json", "extend", "a:1", "a:2", "a:3", owner, "--ttl", "1m"}));
+  REQUIRE(extended.status == 0);
+  CHECK(nlohmann::json::parse(extended.out)["validity_ms"].get<std::int64_t>() > 59000);
+  CHECK(nlohmann::json::parse(extended.out)["resources"] == nlohmann::json{"a:1", "a:2", "a:3"});
+  // Naming fewer releases those only.
+  CHECK(run_command(ctl, with_addr(env.daemon, {"unlock", "a:3", "a:2", owner})).status == 0);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"status", "a:2"})).out == "free\n");
+  CHECK(run_command(ctl, with_addr(env.daemon, {"status", "a:1"})).out.rfind("held ", 0) == 0);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"unlock", "a:1", owner})).status == 0);
+  CHECK(run_command(ctl, with_addr(env.daemon, {"unlock", "a:1", "a:2", owner})).status == 3);
+
+  temp_dir dir;
+  const std::string out = dir.path().string() + "/held.txt";
+  const auto run = run_command(
+      ctl, with_addr(env.daemon, {"run", "b:1", "b:2", "--ttl", "5s", "--", "sh", "-c",
+                                  std::string(ctl) + " --addr 127.0.0.1:" +
+                                      std::to_string(env.daemon.port()) + " status b:2 > " + out}));
+  CHECK(run.status == 0);
+  REQUIRE(lines_of(out).size() == 1);
+  CHECK(lines_of(out)[0].rfind("held ", 0) == 0); // held while the command ran
+  CHECK(run_command(ctl, with_addr(env.daemon, {"status", "b:1"})).out == "free\n");
+  CHECK(run_command(ctl, with_addr(env.daemon, {"status", "b:2"})).out == "free\n");
 }

@@ -1,6 +1,7 @@
 #include "clients.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <limits>
 
@@ -110,16 +111,73 @@ std::uint32_t sim_client::issue(request_record r, const std::string& line) {
   return index;
 }
 
+std::string sim_client::name_members(request_record& r, std::span<const std::uint32_t> members) {
+  const history& h = world_.records();
+  r.member_count = static_cast<std::uint8_t>(members.size());
+  std::copy(members.begin(), members.end(), r.members.begin());
+  for (std::size_t i = members.size(); i > 1; --i) // any order: the engine sorts them
+    std::swap(r.members[i - 1], r.members[random_.below(i)]);
+  r.resource = r.members[0];
+  std::string names = std::to_string(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i)
+    names += " " + h.resources[r.members[i]];
+  return names;
+}
+
 void sim_client::lock_something() {
   const history& h = world_.records();
+  const sim_time now = world_.clock().now();
   const int count = random_.chance(w_.p_pipeline) ? static_cast<int>(random_.between(2, 3)) : 1;
   for (int i = 0; i < count && session_; ++i) {
     request_record r;
     r.kind = client_op::lock;
-    r.resource = pick_resource();
     r.ttl_ms = static_cast<std::uint64_t>(random_.log_between(
         static_cast<std::int64_t>(w_.ttl_min_ms), static_cast<std::int64_t>(w_.ttl_max_ms)));
-    std::string line = "LOCK " + h.resources[r.resource] + " " + std::to_string(r.ttl_ms);
+    const double kind = random_.unit();
+    std::string line;
+    if (kind < w_.p_shared) {
+      r.hold = hold_kind::shared;
+      r.resource = pick_resource();
+      line = "LOCK " + h.resources[r.resource] + " " + std::to_string(r.ttl_ms) + " SHARED";
+    } else if (kind < w_.p_shared + w_.p_permit && !w_.permits.empty()) {
+      r.hold = hold_kind::permit;
+      const auto semaphore = static_cast<std::uint32_t>(random_.below(w_.permits.size()));
+      r.resource = w_.hot_resources + w_.cold_resources + semaphore;
+      r.permits = w_.permits[semaphore];
+      // Now and then, while holding one of its permits (so its n is in force): another n,
+      // which must be refused PERMITS_MISMATCH and change nothing.
+      const bool holds_one = std::any_of(holding_.begin(), holding_.end(), [&](const held& x) {
+        const request_record& g = h.requests[x.request];
+        return g.hold == hold_kind::permit && g.resource == r.resource &&
+               g.reply + g.validity_ms * 1000 > now + 200'000;
+      });
+      if (holds_one && random_.chance(w_.p_wrong_permits)) {
+        r.permits = r.permits > 1 && random_.chance(0.5) ? r.permits - 1 : r.permits + 1;
+        r.ttl_ms = w_.ttl_min_ms;
+        issue(r, "LOCK " + h.resources[r.resource] + " " + std::to_string(r.ttl_ms) + " PERMITS " +
+                     std::to_string(r.permits));
+        continue;
+      }
+      line = "LOCK " + h.resources[r.resource] + " " + std::to_string(r.ttl_ms) + " PERMITS " +
+             std::to_string(r.permits);
+    } else if (kind < w_.p_shared + w_.p_permit + w_.p_set && w_.hot_resources >= 2) {
+      r.hold = hold_kind::multi;
+      std::array<std::uint32_t, max_members> hot{};
+      const auto size = static_cast<std::size_t>(
+          random_.between(2, std::min<std::int64_t>({w_.set_max, w_.hot_resources, max_members})));
+      // `size` of the hot resources, each once.
+      std::vector<std::uint32_t> all(w_.hot_resources);
+      for (std::uint32_t k = 0; k < w_.hot_resources; ++k)
+        all[k] = k;
+      for (std::size_t k = 0; k < size; ++k) {
+        std::swap(all[k], all[k + random_.below(all.size() - k)]);
+        hot[k] = all[k];
+      }
+      line = "MLOCK " + name_members(r, {hot.data(), size}) + " " + std::to_string(r.ttl_ms);
+    } else {
+      r.resource = pick_resource();
+      line = "LOCK " + h.resources[r.resource] + " " + std::to_string(r.ttl_ms);
+    }
     if (random_.chance(w_.p_wait)) {
       r.wait_ms = random_.log_between(static_cast<std::int64_t>(w_.wait_min_ms),
                                       static_cast<std::int64_t>(w_.wait_max_ms));
@@ -130,6 +188,40 @@ void sim_client::lock_something() {
       line += " KEEP";
     issue(r, line);
   }
+}
+
+std::pair<request_record, std::string> sim_client::release_or_extend(held& x) {
+  const history& h = world_.records();
+  const request_record& g = h.requests[x.request];
+  request_record r;
+  r.resource = g.resource;
+  r.owner = g.owner;
+  r.lock = x.request;
+  const std::string owner(view(g.owner));
+  const bool whole = g.hold != hold_kind::multi || x.members_left == (1u << g.member_count) - 1;
+  if (!g.keep && whole && x.extends < 2 && !world_.stopping() && random_.chance(w_.p_extend)) {
+    ++x.extends;
+    r.kind = client_op::extend;
+    r.ttl_ms = g.ttl_ms;
+    if (g.hold == hold_kind::multi)
+      return {r, "MEXTEND " + name_members(r, resources_of(g)) + " " + owner + " " +
+                     std::to_string(g.ttl_ms)};
+    return {r, "EXTEND " + h.resources[g.resource] + " " + owner + " " + std::to_string(g.ttl_ms)};
+  }
+  r.kind = client_op::unlock;
+  if (g.hold != hold_kind::multi)
+    return {r, "UNLOCK " + h.resources[g.resource] + " " + owner};
+  std::array<std::uint32_t, max_members> left{};
+  std::size_t count = 0;
+  for (std::size_t k = 0; k < g.member_count; ++k)
+    if ((x.members_left >> k & 1) != 0)
+      left[count++] = g.members[k];
+  if (count > 1 && random_.chance(w_.p_unlock_member)) {
+    // One member by UNLOCK with the set's owner; the rest when it is answered.
+    r.resource = left[random_.below(count)];
+    return {r, "UNLOCK " + h.resources[r.resource] + " " + owner};
+  }
+  return {r, "MUNLOCK " + name_members(r, {left.data(), count}) + " " + owner};
 }
 
 void sim_client::act() {
@@ -164,21 +256,7 @@ void sim_client::act() {
       continue;
     }
     x.release_at = std::numeric_limits<sim_time>::max(); // until its reply
-    request_record r;
-    r.resource = g.resource;
-    r.owner = g.owner;
-    r.lock = x.request;
-    const std::string owner(view(g.owner));
-    if (!g.keep && x.extends < 2 && !world_.stopping() && random_.chance(w_.p_extend)) {
-      ++x.extends;
-      r.kind = client_op::extend;
-      r.ttl_ms = g.ttl_ms;
-      due.emplace_back(r, "EXTEND " + h.resources[g.resource] + " " + owner + " " +
-                              std::to_string(g.ttl_ms));
-    } else {
-      r.kind = client_op::unlock;
-      due.emplace_back(r, "UNLOCK " + h.resources[g.resource] + " " + owner);
-    }
+    due.push_back(release_or_extend(x));
   }
   std::erase_if(holding_, [&](const held& x) {
     return x.abandoned && !h.requests[x.request].keep && x.release_at <= now;
@@ -222,6 +300,8 @@ void record_reply(request_record& r, std::string_view line, sim_time now) {
     r.result = outcome::noquorum;
   } else if (status == "NOTHELD") {
     r.result = outcome::notheld;
+  } else if (status == "ERR" && word(rest) == "PERMITS_MISMATCH") {
+    r.result = outcome::permits_mismatch;
   } else {
     r.result = outcome::error;
   }
@@ -247,11 +327,23 @@ void sim_client::on_reply(std::uint32_t record, std::string_view line) {
       world_.granted(record);
       held x{record, connection_, now + hold_for(r.validity_ms, r.keep, r.ttl_ms)};
       x.abandoned = random_.chance(w_.p_abandon);
+      x.members_left = static_cast<std::uint8_t>((1u << r.member_count) - 1);
       holding_.push_back(x);
     }
     break;
   case client_op::unlock:
-    std::erase_if(holding_, [&](const held& x) { return x.request == r.lock; });
+    std::erase_if(holding_, [&](held& x) {
+      if (x.request != r.lock)
+        return false;
+      // A set's members released so far; the rest go at once.
+      const request_record& g = h.requests[x.request];
+      for (std::size_t k = 0; k < g.member_count; ++k)
+        for (const std::uint32_t named : resources_of(r))
+          if (g.members[k] == named)
+            x.members_left = static_cast<std::uint8_t>(x.members_left & ~(1u << k));
+      x.release_at = now;
+      return x.members_left == 0;
+    });
     break;
   case client_op::extend:
     for (held& x : holding_)
@@ -285,6 +377,13 @@ void sim_client::on_push(std::string_view line) {
       return;
     }
   }
+  // A LOST about a KEEP lock this client has released already (a set whose member it unlocked
+  // first: its renewal found the set broken) is about no lock it holds.
+  for (const request_record& g : h.requests)
+    if (g.client == id_ && g.kind == client_op::lock && g.result == outcome::ok &&
+        g.owner == owner) {
+      return;
+    }
   // A LOST for no lock this client was granted: pin it on the KEEP LOCK it must be about.
   for (auto it = outstanding_.rbegin(); it != outstanding_.rend(); ++it) {
     request_record& r = h.requests[*it];

@@ -1,8 +1,11 @@
 // The simulated clients: each holds one connection to a daemon at a time and takes locks on
 // resources of a small (contended) and a large set: LOCK plain, WAIT and KEEP, EXTEND, UNLOCK,
 // several requests pipelined at once, leases left to expire, disconnects and reconnects to any
-// daemon (an UNLOCK may then go through another daemon). Every request and reply is recorded
-// with its true time (history.hpp).
+// daemon (an UNLOCK may then go through another daemon). Of the lock family: shared holds of
+// the same resources, permits of a few semaphores (now and then a request with the wrong n,
+// while holding a permit), and sets of hot resources named in any order (MLOCK, MEXTEND,
+// MUNLOCK, or an UNLOCK of one member first). Every request and reply is recorded with its true
+// time (history.hpp).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +41,14 @@ struct workload {
   double p_elsewhere = 0.2; // an UNLOCK after a reconnect, through whatever daemon it reached
   sim_time think_mean = 5'000;
   double hold_max = 0.8; // of the validity
+  // The lock family: the share of each kind among LOCKs (the rest are exclusive).
+  double p_shared = 0;
+  double p_permit = 0;
+  double p_set = 0;
+  std::uint32_t set_max = 4;          // members, from 2 (never more than the hot resources)
+  std::vector<std::uint32_t> permits; // per semaphore, its n; semaphores follow the cold set
+  double p_wrong_permits = 0.05;      // of permit requests while holding one: another n
+  double p_unlock_member = 0.2;       // a set released one member first (UNLOCK), then MUNLOCK
 };
 
 // What clients need from the run.
@@ -83,6 +94,7 @@ class sim_client final : public client_port, public event_target {
     sim_time release_at;      // when the client means to UNLOCK (or EXTEND) it
     std::uint32_t extends = 0;
     bool abandoned = false; // left to expire (a lease) or kept until the client leaves (KEEP)
+    std::uint8_t members_left = 0; // a set: the members (bit k: members[k]) not yet released
   };
 
   void schedule_act(sim_time after);
@@ -94,6 +106,10 @@ class sim_client final : public client_port, public event_target {
   std::uint32_t issue(request_record r, const std::string& line);
   void lock_something();
   std::uint32_t pick_resource();
+  // The request that releases (or extends) `x` now, and its line.
+  std::pair<request_record, std::string> release_or_extend(held& x);
+  // The line's names of `members` (set members), in a random order; `r` records them so.
+  std::string name_members(request_record& r, std::span<const std::uint32_t> members);
 
   std::uint32_t id_;
   client_world& world_;

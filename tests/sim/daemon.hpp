@@ -33,9 +33,10 @@ class sim_daemon;
 // What a master's script did, as the simulation books it, handed along with its reply.
 struct script_meta {
   std::optional<script> which;
-  std::uint32_t resource = sim::none; // KEYS[1] as a resource, if it is one
+  std::uint32_t resource = sim::none; // the first of KEYS that is a resource's, if one is
   owner_id owner{};          // ARGV[1]: the new owner (acquire, hand_over) or the named one
-  owner_id releasing{};      // hand_over: ARGV[4]
+  owner_id releasing{};      // hand_over: ARGV[8]
+  std::int64_t slot = -1;    // permit_acquire: the slot it took
   std::int64_t result = 0;   // the first integer of the reply (release: the reply)
   std::int64_t released = 0; // hand_over: the releasing owner's result
   std::uint64_t ttl_ms = 0;  // ARGV[2] of acquire, hand_over, extend

@@ -6,8 +6,10 @@
 
 #include "redlockd/lock/owner.hpp"
 
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,13 +26,17 @@ enum class outcome : std::uint8_t {
   busy,
   noquorum,
   notheld,
-  error, // ERR ...
+  error,            // ERR ...
+  permits_mismatch, // ERR PERMITS_MISMATCH: another n is in force for the semaphore
 };
 
-// How many clients may hold a resource at once, and alongside whom. redlockd has exclusive
-// locks only; the lock family (read-write locks, semaphores) adds kinds here and a rule in
-// holds_compatible() (checkers.cpp).
-enum class hold_kind : std::uint8_t { exclusive };
+// What a LOCK asks for, and with whom it may hold (conflicts() in checkers.cpp): an exclusive
+// lock (LOCK r), a shared hold (LOCK r ttl SHARED), a permit of a semaphore (LOCK s ttl PERMITS n:
+// a semaphore is a resource of its own, never a lock's), a set (MLOCK: an exclusive hold of
+// each member).
+enum class hold_kind : std::uint8_t { exclusive, shared, permit, multi };
+
+inline constexpr std::size_t max_members = 4; // the largest set the clients take
 
 struct request_record {
   std::uint32_t client = 0;
@@ -39,7 +45,11 @@ struct request_record {
   std::uint32_t daemon_instance = 0; // which run of it (unique in the run)
   client_op kind = client_op::lock;
   hold_kind hold = hold_kind::exclusive;
-  std::uint32_t resource = 0;
+  std::uint32_t resource = 0; // a set's (MLOCK, MUNLOCK, MEXTEND): the first it names
+  // MLOCK, MUNLOCK, MEXTEND: the resources as named (member_count of them); 0 for the others.
+  std::array<std::uint32_t, max_members> members{};
+  std::uint8_t member_count = 0;
+  std::uint32_t permits = 0; // PERMITS n
   std::uint64_t ttl_ms = 0;
   std::int64_t wait_ms = -1; // LOCK ... WAIT; -1 without
   bool keep = false;
@@ -62,6 +72,30 @@ struct request_record {
   // daemon sent the round that won (validity counts from there).
   sim_time attempt_start = -1;
 };
+
+// The resources a request names: a set's members, or its one resource.
+inline std::span<const std::uint32_t> resources_of(const request_record& r) {
+  if (r.member_count > 0)
+    return {r.members.data(), r.member_count};
+  return {&r.resource, 1};
+}
+
+// What a daemon queues a waiter under (and keeps its leases by): the lock r for the exclusive
+// and shared requests on r (one queue), the semaphore, or the set as the set (its members,
+// sorted); unused places are `none`.
+using queue_key = std::array<std::uint32_t, max_members>;
+inline queue_key queue_of(const request_record& r) {
+  queue_key key;
+  key.fill(none);
+  const auto named = resources_of(r);
+  for (std::size_t i = 0; i < named.size() && i < key.size(); ++i) { // sorted as it goes in
+    std::size_t at = i;
+    for (; at > 0 && key[at - 1] > named[i]; --at)
+      key[at] = key[at - 1];
+    key[at] = named[i];
+  }
+  return key;
+}
 
 // A client connection: when it ended (closed by the client, or its daemon crashed); -1 if it
 // was open at the end of the run.
@@ -106,10 +140,12 @@ struct data_loss {
   std::uint32_t master = 0;
   sim_time at = 0;
   bool clock_jump = false;
-  bool register_lost = false;                            // the fence register went too
-  std::vector<std::pair<std::uint32_t, owner_id>> locks; // (resource, owner) whose key it lost
-  std::uint64_t fence_before = 0;                        // the fence counter it lost (0: none)
-  sim_time fence_recovered = -1; // when the master's counter was back at fence_before
+  bool register_lost = false; // the fence register went too
+  // (resource, owner) of every hold it lost: a lock's key, a set member's key, a reader's member
+  // of 'K readers', a permit's slot key (its resource is the semaphore).
+  std::vector<std::pair<std::uint32_t, owner_id>> locks;
+  std::uint64_t fence_before = 0; // the fence counter it lost (0: none)
+  sim_time fence_recovered = -1;  // when the master's counter was back at fence_before
 };
 
 // A daemon (one run of it) was given what tells it a master lost data: the holder's UNLOCK,
@@ -136,6 +172,9 @@ struct history {
   std::uint32_t node_timeout_ms = 50;
   double clock_drift_factor = 0.01;
   std::vector<std::string> resources;
+  // Per resource: a semaphore's n (the one every request of the run names but the deliberately
+  // wrong ones), 0 for a lock. May be shorter than `resources` (no semaphore past its end).
+  std::vector<std::uint32_t> permits;
   std::vector<request_record> requests;
   std::vector<connection_record> connections;
   std::vector<fault_record> faults;

@@ -86,12 +86,11 @@ class keyspace {
   }
   void clear() { map_.clear(); }
   std::size_t size() const { return map_.size(); }
-  // Every string key and its value, expired or not (what a fault destroys).
+  // Every key and its value, expired or not (what a fault destroys).
   template <typename F>
-  void for_each_string(F&& f) const {
+  void for_each(F&& f) const {
     for (const auto& [key, value] : map_)
-      if (value.kind == stored::type::string)
-        f(key, value);
+      f(key, value);
   }
   // Drops keys expired at `now_ms` when the table has grown (Redis's active expiry, which only
   // bounds memory: every command sees expired keys as gone anyway).

@@ -6,9 +6,12 @@
 //   --expect CHECKER    exit 0 only if a violation of that checker (or of one of a comma-separated
 //                       list) was found; other violations are counted and passed over (for the
 //                       weakened runs in CI, and to look for one kind of finding)
+//   --skip S[,S]        leaves those seeds out (seeds of open engine findings, README.md)
 //   --keep-going        go on after a violating seed (a survey: one line per violating seed)
 //   --replay-check      run every seed twice and fail if the two runs differ in anything
 //   --scenario NAME     a scripted run (tests/sim/scenarios.cpp) instead of a seed's
+//   --mix KIND          the clients take mostly KIND (exclusive, shared, permit, set) or a mix
+//                       (mixed), whatever the seed chose (simulation.cpp: choose_kinds)
 //   --verbose           the engines' logs and the scripts the masters run, in virtual time
 // On a violation: the seed, the checker and the resource's recent history; exit 1. The last line
 // is always "sim: <operations> operations, <seeds> seeds, <violations> violations".
@@ -32,8 +35,9 @@ namespace {
   std::fprintf(
       stderr,
       "redlockd-sim: %s\nusage: redlockd-sim (--seed S | --seeds N [--from S] | --minutes T "
-      "[--from S]) [--weaken NAME] [--expect CHECKER] [--keep-going] [--replay-check] [--verbose] "
-      "[--quiet]\n",
+      "[--from S]) [--weaken NAME] [--mix KIND] [--skip S,...] [--expect CHECKER] [--keep-going] "
+      "[--replay-check] "
+      "[--verbose] [--quiet]\n",
       why);
   std::exit(64);
 }
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
   double minutes = 0;
   bool one = false;
   std::vector<std::string> expected;
+  std::vector<std::uint64_t> skipped;
   bool quiet = false;
   bool keep_going = false;
   bool replay_check = false;
@@ -91,6 +96,17 @@ int main(int argc, char** argv) {
         expected.push_back(list.substr(at, comma - at));
         at = comma + 1;
       }
+    } else if (arg == "--mix") {
+      options.mix = value();
+      if (std::find(mixes().begin(), mixes().end(), options.mix) == mixes().end())
+        usage(("unknown --mix " + options.mix).c_str());
+    } else if (arg == "--skip") {
+      const std::string list = value();
+      for (std::size_t at = 0; at < list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        skipped.push_back(number(list.substr(at, comma - at).c_str(), "--skip"));
+        at = comma + 1;
+      }
     } else if (arg == "--verbose") {
       options.verbose = true;
     } else if (arg == "--scenario") {
@@ -119,8 +135,10 @@ int main(int argc, char** argv) {
   std::uint64_t violations = 0;
   bool found_expected = false;
   for (std::uint64_t seed = from;; ++seed) {
-    if (minutes > 0 ? std::chrono::steady_clock::now() >= deadline : ran >= seeds)
+    if (minutes > 0 ? std::chrono::steady_clock::now() >= deadline : seed - from >= seeds)
       break;
+    if (std::find(skipped.begin(), skipped.end(), seed) != skipped.end())
+      continue;
     options.seed = seed;
     run_result result = run_seed(options);
     operations += result.operations;

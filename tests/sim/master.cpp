@@ -79,9 +79,19 @@ std::vector<lost_key> master::jump(std::int64_t us) {
   clock_at_anchor_us_ += us;
   if (us > 0) {
     const std::int64_t after_ms = now_ms();
-    keys_.for_each_string([&](const std::string& key, const stored& value) {
-      if (value.expires_at >= 0 && value.expires_at >= before_ms && value.expires_at < after_ms)
+    keys_.for_each([&](const std::string& key, const stored& value) {
+      const bool live = value.expires_at < 0 || value.expires_at >= before_ms;
+      const bool expired = value.expires_at >= 0 && value.expires_at < after_ms;
+      if (value.kind == stored::type::string && live && expired)
         lost.push_back({key, value.text});
+      if (value.kind != stored::type::zset || !live)
+        return;
+      // A reader is live while its score (its expiry, master time) has not passed: the jump
+      // ends those it skips, and the set's expiry all.
+      for (const zset_entry& m : value.members)
+        if (m.score >= static_cast<double>(before_ms) &&
+            (expired || m.score < static_cast<double>(after_ms)))
+          lost.push_back({key, m.member});
     });
   }
   return lost;
@@ -263,9 +273,16 @@ void master::disconnected(std::uint64_t connection) {
 
 std::vector<lost_key> master::take_everything() {
   std::vector<lost_key> lost;
-  keys_.for_each_string([&](const std::string& key, const stored& value) {
-    if (value.expires_at < 0 || value.expires_at >= now_ms())
+  const std::int64_t now = now_ms();
+  keys_.for_each([&](const std::string& key, const stored& value) {
+    if (value.expires_at >= 0 && value.expires_at < now)
+      return;
+    if (value.kind == stored::type::string)
       lost.push_back({key, value.text});
+    if (value.kind == stored::type::zset)
+      for (const zset_entry& m : value.members)
+        if (m.score >= static_cast<double>(now))
+          lost.push_back({key, m.member});
   });
   keys_.clear();
   return lost;
@@ -293,8 +310,14 @@ std::vector<lost_key> master::flushall() {
 
 std::vector<lost_key> master::lose_key(std::string_view key) {
   std::vector<lost_key> lost;
-  if (const stored* value = keys_.find(key, now_ms()); value && value->kind == stored::type::string)
-    lost.push_back({std::string(key), value->text});
+  if (const stored* value = keys_.find(key, now_ms()); value) {
+    if (value->kind == stored::type::string)
+      lost.push_back({std::string(key), value->text});
+    if (value->kind == stored::type::zset)
+      for (const zset_entry& m : value->members)
+        if (m.score >= static_cast<double>(now_ms()))
+          lost.push_back({std::string(key), m.member});
+  }
   keys_.erase(key);
   return lost;
 }

@@ -50,10 +50,12 @@ class script_observer {
   ~script_observer() = default;
 };
 
-// A key a fault destroyed (FLUSHALL, an empty restart, a forward clock jump that expired it).
+// A hold a fault destroyed (FLUSHALL, an empty restart, a forward clock jump that expired it):
+// a string key and its value, or a live member of a sorted set (a reader of 'K readers') and
+// the set's key.
 struct lost_key {
   std::string key;
-  std::string value;
+  std::string value; // the string, or the member
 };
 
 class master final : public publisher {

@@ -73,6 +73,33 @@ std::vector<scenario> make_scenarios() {
   flushed.end = 4'000'000;
   out.push_back(flushed);
 
+  // The research note's semaphore counterexample (next-lock-kinds.md, section 4.2), n = 2: X
+  // through daemon 0 while it cannot reach masters 3 and 4 (X is on 0, 1, 2), Y through daemon 1
+  // while it cannot reach 0 and 1 (on 2, 3, 4: master 2 has X's slot, so Y's first attempts may
+  // split over two slots and fail; its WAIT tries again until one slot holds on all three),
+  // heal, then Z through daemon 0: 0 and 1 hold X and 3 and 4 hold Y, each on one slot, and 2
+  // both, so Z gets the other slot of each pair, never one slot on a majority: refused.
+  // Counted per master ("a majority admitted any slot"), Z is granted: three holders.
+  scenario semaphore;
+  semaphore.name = "semaphore-split";
+  semaphore.about = "research note 4.2: permits as slots bound a semaphore split across daemons";
+  semaphore.daemons = 2;
+  semaphore.resources = {"warm"};
+  semaphore.semaphores = {{"pool", 2}};
+  semaphore.steps = {
+      at(200'000, request(3, 0, "LOCK warm 100")), // every master counts
+      at(350'000, request(4, 1, "LOCK warm 100")), // after the first's TTL
+      at(500'000, blackhole(0, 0b11000)),
+      at(500'000, blackhole(1, 0b00011)),
+      at(600'000, request(0, 0, "LOCK pool 30000 PERMITS 2")),
+      at(700'000, request(1, 1, "LOCK pool 30000 PERMITS 2 WAIT 5000")),
+      at(6'000'000, heal(0, 0b11000)),
+      at(6'000'000, heal(1, 0b00011)),
+      at(7'000'000, request(2, 0, "LOCK pool 30000 PERMITS 2")), // Z: must be refused
+  };
+  semaphore.end = 8'000'000;
+  out.push_back(std::move(semaphore));
+
   // Its control: the same without the waiter. The holder's plain UNLOCK finds r1's key gone on
   // master 2 and quarantines it, so the LOCK r2 that follows gets NOQUORUM: nothing to report.
   scenario unlock = handover;

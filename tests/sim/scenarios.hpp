@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "scheduler.hpp"
@@ -32,6 +33,7 @@ struct scenario {
   std::size_t masters = 5;
   std::size_t daemons = 1;
   std::vector<std::string> resources;
+  std::vector<std::pair<std::string, std::uint32_t>> semaphores; // name and n, after resources
   std::vector<scenario_step> steps;
   sim_time end = 0;
 };

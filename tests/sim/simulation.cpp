@@ -2,6 +2,7 @@
 // per resource, which keys faults destroyed, and when a daemon was told of such a loss.
 #include "simulation.hpp"
 
+#include "redlockd/lock/lock_kind.hpp"
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/resp/script_calls.hpp"
 
@@ -12,6 +13,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <unordered_map>
 
 #include "clients.hpp"
@@ -83,6 +86,27 @@ owner_id owner_of(std::string_view text) {
   return owner;
 }
 
+// The scripts that grant a hold (of any kind), release one, or extend one.
+bool acquires(script which) {
+  return which == script::acquire || which == script::acquire_wait || which == script::hand_over ||
+         which == script::shared_acquire || which == script::permit_acquire ||
+         which == script::multi_acquire;
+}
+bool releases(script which) {
+  return which == script::release || which == script::shared_release ||
+         which == script::permit_release || which == script::multi_release;
+}
+bool extends(script which) {
+  return which == script::extend || which == script::shared_extend ||
+         which == script::permit_extend || which == script::multi_extend;
+}
+
+// A permit's owner as its attempt sent it (slot 000): the master writes the slot it took into
+// the owner it stores, and the OK carries that one.
+owner_id as_sent(const owner_id& owner, hold_kind kind) {
+  return kind == hold_kind::permit ? tag_owner(owner, lock_kind::permit, 0) : owner;
+}
+
 std::uint64_t counter_of(std::string_view text) {
   std::uint64_t value = 0;
   std::from_chars(text.data(), text.data() + text.size(), value);
@@ -96,6 +120,7 @@ struct setup {
   config cfg;
   workload work;
   fault_plan faults;
+  std::string mix; // the kinds of lock (choose_kinds)
   sim_time workload_for = 0;
   sim_time drain = 0;
   std::vector<latency_profile> latency; // per (daemon, master)
@@ -119,7 +144,45 @@ void weaken_rule(config& cfg, const std::string& weaken) {
     cfg.unsafe_no_write_intent = true;
 }
 
-setup choose(prng& random, const std::string& weaken) {
+// The kinds of lock the clients take (swarm testing): a quarter of the runs exclusive locks
+// only, some mostly one other kind (with exclusive locks beside it), the rest a mix in which
+// exclusive locks keep the largest share. `forced` (--mix) replaces what the seed chose; the
+// seed's draws are the same either way.
+std::string choose_kinds(prng& random, workload& w, const std::string& forced) {
+  const double profile = random.unit();
+  const double mostly = 0.6 + 0.3 * random.unit();
+  const double shared = random.chance(0.7) ? 0.3 * random.unit() : 0.0;
+  const double permit = random.chance(0.7) ? 0.2 * random.unit() : 0.0;
+  const double set = random.chance(0.7) ? 0.2 * random.unit() : 0.0;
+  w.set_max = static_cast<std::uint32_t>(random.between(2, 4));
+  std::vector<std::uint32_t> permits(static_cast<std::size_t>(random.between(1, 3)));
+  for (std::uint32_t& n : permits)
+    n = static_cast<std::uint32_t>(random.between(1, 3));
+  std::string mix = !forced.empty()  ? forced
+                    : profile < 0.25 ? "exclusive"
+                    : profile < 0.4  ? "shared"
+                    : profile < 0.5  ? "permit"
+                    : profile < 0.6  ? "set"
+                                     : "mixed";
+  if (mix == "shared")
+    w.p_shared = mostly;
+  else if (mix == "permit")
+    w.p_permit = mostly;
+  else if (mix == "set")
+    w.p_set = mostly;
+  else if (mix == "mixed") {
+    w.p_shared = shared;
+    w.p_permit = permit;
+    w.p_set = set;
+  }
+  if (w.p_permit > 0)
+    w.permits = std::move(permits);
+  if (w.p_set > 0)
+    w.hot_resources = std::max<std::uint32_t>(w.hot_resources, 2);
+  return mix;
+}
+
+setup choose(prng& random, const std::string& weaken, const std::string& mix) {
   setup s;
   const double r = random.unit();
   s.masters = r < 0.2 ? 3 : r < 0.9 ? 5 : 7;
@@ -161,6 +224,7 @@ setup choose(prng& random, const std::string& weaken) {
   w.p_disconnect = 0.02 * random.unit();
   w.think_mean = random.log_between(2'000, 50'000);
   w.hold_max = 0.2 + 0.8 * random.unit();
+  s.mix = choose_kinds(random, w, mix);
 
   s.workload_for = 20'000'000;
 
@@ -216,6 +280,16 @@ setup choose(prng& random, const std::string& weaken) {
   return s;
 }
 
+std::vector<std::string> words_of(const std::string& line) {
+  std::vector<std::string> words;
+  for (std::size_t at = 0; at < line.size();) {
+    const std::size_t end = std::min(line.find(' ', at), line.size());
+    words.push_back(line.substr(at, end - at));
+    at = end + 1;
+  }
+  return words;
+}
+
 // A scripted run: one fleet as the scenario says, default configuration, a quiet network.
 setup scripted(const scenario& sc, const std::string& weaken) {
   setup s;
@@ -231,16 +305,11 @@ setup scripted(const scenario& sc, const std::string& weaken) {
   // The longest TTL asked for: how long after a fault liveness is judged again.
   s.work.ttl_max_ms = 0;
   for (const scenario_step& step : sc.steps) {
-    std::vector<std::string> words;
-    for (std::size_t at = 0; at < step.line.size();) {
-      const std::size_t end = std::min(step.line.find(' ', at), step.line.size());
-      words.push_back(step.line.substr(at, end - at));
-      at = end + 1;
-    }
-    const std::size_t ttl_at = words.empty()          ? 0
-                               : words[0] == "LOCK"   ? 2
-                               : words[0] == "EXTEND" ? 3
-                                                      : 0;
+    const std::vector<std::string> words = words_of(step.line);
+    const std::size_t set =
+        words.size() > 1 && words[0].front() == 'M' ? 1 + std::stoul(words[1]) : 0;
+    const std::string verb = words.empty() ? "" : words[0].substr(set > 0 ? 1 : 0);
+    const std::size_t ttl_at = verb == "LOCK" ? 2 + set : verb == "EXTEND" ? 3 + set : 0;
     if (ttl_at != 0 && ttl_at < words.size())
       s.work.ttl_max_ms = std::max<std::uint64_t>(s.work.ttl_max_ms, std::stoull(words[ttl_at]));
   }
@@ -311,8 +380,8 @@ class simulation final : public script_observer,
     // Per owner, its latest EXTEND round (op << 32 | generation) and the masters that extended.
     std::unordered_map<owner_id, std::pair<std::uint64_t, std::uint32_t>, owner_hash> extend_mask;
     std::unordered_map<owner_id, lease_book, owner_hash> leases;
-    // The engine keeps one lease per resource: a newer grant there replaces the older lease.
-    std::unordered_map<std::uint32_t, owner_id> lease_on;
+    // The leases per hold name (queue_of): an exclusive grant there ends the older ones.
+    std::map<queue_key, std::vector<owner_id>> lease_on;
     std::unordered_map<std::uint64_t, round_book> rounds;
     std::unordered_map<std::uint32_t, std::uint32_t> generation; // the latest round, per operation
   };
@@ -371,7 +440,8 @@ class simulation final : public script_observer,
 simulation::simulation(const run_options& options)
     : options_(options), random_(options.seed),
       scenario_(options.scenario.empty() ? nullptr : find_scenario(options.scenario)),
-      setup_(scenario_ ? scripted(*scenario_, options.weaken) : choose(random_, options.weaken)) {
+      setup_(scenario_ ? scripted(*scenario_, options.weaken)
+                       : choose(random_, options.weaken, options.mix)) {
   limits_.min_ttl_ms = setup_.cfg.min_ttl_ms;
   limits_.max_ttl_ms = setup_.cfg.max_ttl_ms;
   log_ = std::make_shared<spdlog::logger>("sim");
@@ -387,14 +457,36 @@ simulation::simulation(const run_options& options)
   records_.node_timeout_ms = setup_.cfg.node_timeout_ms;
   records_.clock_drift_factor = setup_.cfg.clock_drift_factor;
   records_.longest_ttl_ms = setup_.work.ttl_max_ms;
-  if (scenario_)
+  if (scenario_) {
     records_.resources = scenario_->resources;
+    records_.permits.assign(records_.resources.size(), 0);
+    for (const auto& [name, n] : scenario_->semaphores) {
+      records_.resources.push_back(name);
+      records_.permits.push_back(n);
+    }
+  }
   for (std::uint32_t i = 0; i < setup_.work.hot_resources; ++i)
     records_.resources.push_back("hot" + std::to_string(i));
   for (std::uint32_t i = 0; i < setup_.work.cold_resources; ++i)
     records_.resources.push_back("r" + std::to_string(i));
-  for (std::uint32_t i = 0; i < records_.resources.size(); ++i)
-    resource_of_key_.emplace(setup_.cfg.key_prefix + records_.resources[i], i);
+  records_.permits.resize(records_.resources.size(), 0);
+  for (std::size_t i = 0; i < setup_.work.permits.size(); ++i) {
+    records_.resources.push_back("sem" + std::to_string(i));
+    records_.permits.push_back(setup_.work.permits[i]);
+  }
+  // The keys of every hold, to their resource: a lock's key, its readers ('K readers'), a
+  // semaphore's count key and its slots (up to one past n: the wrong requests').
+  for (std::uint32_t i = 0; i < records_.resources.size(); ++i) {
+    const std::string key = setup_.cfg.key_prefix + records_.resources[i];
+    if (records_.permits[i] == 0) {
+      resource_of_key_.emplace(key, i);
+      resource_of_key_.emplace(key + " readers", i);
+      continue;
+    }
+    resource_of_key_.emplace(key + " permits", i);
+    for (std::uint32_t slot = 0; slot <= records_.permits[i]; ++slot)
+      resource_of_key_.emplace(key + " permit:" + std::to_string(slot), i);
+  }
 
   net_ =
       std::make_unique<network>(clock_, random_.fork(), setup_.daemons,
@@ -494,7 +586,7 @@ run_result simulation::run() {
   }
   mix(&result.events, sizeof result.events);
   result.digest = digest;
-  char text[512];
+  char text[768];
   std::snprintf(text, sizeof text,
                 "%zu masters, %zu daemons, %u clients, %u hot + %u cold resources, TTL %llu-%llu "
                 "ms, WAIT %.0f%%, KEEP %.0f%%, lock_delay %llu ms, %zu faults, %zu data losses "
@@ -504,6 +596,16 @@ run_result simulation::run() {
                 static_cast<unsigned long long>(setup_.work.ttl_max_ms), setup_.work.p_wait * 100,
                 setup_.work.p_keep * 100, static_cast<unsigned long long>(setup_.cfg.lock_delay_ms),
                 records_.faults.size(), records_.losses.size(), records_.evidence.size());
+  std::string kinds = ", kinds " + setup_.mix;
+  if (setup_.mix != "exclusive") {
+    std::snprintf(text + std::strlen(text), sizeof text - std::strlen(text),
+                  "%s (shared %.0f%%, permits %.0f%%, sets %.0f%% of 2-%u)", kinds.c_str(),
+                  setup_.work.p_shared * 100, setup_.work.p_permit * 100, setup_.work.p_set * 100,
+                  setup_.work.set_max);
+    for (std::size_t i = 0; i < setup_.work.permits.size(); ++i)
+      std::snprintf(text + std::strlen(text), sizeof text - std::strlen(text), "%s sem%zu n=%u",
+                    i == 0 ? "," : "", i, setup_.work.permits[i]);
+  }
   result.setup = scenario_ ? "scenario " + scenario_->name + ": " + scenario_->about : text;
   if (runaway)
     result.violations.push_back(*runaway); // the rest of the history was cut short
@@ -519,7 +621,8 @@ std::size_t simulation::requests_in_second(std::uint32_t resource, std::uint64_t
   const auto from = static_cast<sim_time>(second) * 1'000'000;
   for (auto it = records_.requests.rbegin(); it != records_.requests.rend() && it->invoke >= from;
        ++it)
-    count += it->resource == resource ? 1 : 0;
+    for (const std::uint32_t named : resources_of(*it))
+      count += named == resource ? 1 : 0;
   return count;
 }
 
@@ -620,21 +723,40 @@ void simulation::run_step(const scenario_step& step) {
       r.owner = records_.requests[r.lock].owner;
       line = line.substr(0, dollar) + std::string(view(r.owner));
     }
-    const std::size_t verb_end = line.find(' ');
-    const std::string verb = line.substr(0, verb_end);
-    const std::size_t name_end = line.find(' ', verb_end + 1);
-    const std::string name = line.substr(verb_end + 1, name_end - verb_end - 1);
-    r.resource = static_cast<std::uint32_t>(
-        std::find(records_.resources.begin(), records_.resources.end(), name) -
-        records_.resources.begin());
+    // "VERB name ..." or "MVERB k name_1 ... name_k ...".
+    const std::vector<std::string> words = words_of(line);
+    const bool set = words[0].front() == 'M';
+    const std::string verb = set ? words[0].substr(1) : words[0];
+    const std::size_t named = set ? std::stoul(words[1]) : 1;
+    const std::size_t first = set ? 2 : 1;
+    const auto index_of = [&](const std::string& name) {
+      return static_cast<std::uint32_t>(
+          std::find(records_.resources.begin(), records_.resources.end(), name) -
+          records_.resources.begin());
+    };
+    for (std::size_t k = 0; k < named; ++k)
+      r.members[k] = index_of(words[first + k]);
+    r.member_count = static_cast<std::uint8_t>(set ? named : 0);
+    r.resource = r.members[0];
+    const std::vector<std::string> rest(words.begin() + static_cast<std::ptrdiff_t>(first + named),
+                                        words.end());
     r.kind = verb == "LOCK"     ? client_op::lock
              : verb == "UNLOCK" ? client_op::unlock
                                 : client_op::extend;
-    if (r.kind != client_op::unlock && name_end != std::string::npos)
-      r.ttl_ms = std::stoull(line.substr(name_end + 1));
-    if (const std::size_t wait = line.find(" WAIT "); wait != std::string::npos)
-      r.wait_ms = std::stoll(line.substr(wait + 6));
-    r.keep = line.find(" KEEP") != std::string::npos;
+    if (r.kind != client_op::unlock && !rest.empty())
+      r.ttl_ms = std::stoull(rest[r.kind == client_op::lock ? 0 : 1]);
+    r.hold = set ? hold_kind::multi : hold_kind::exclusive;
+    for (std::size_t k = 0; k < rest.size(); ++k) {
+      if (rest[k] == "WAIT")
+        r.wait_ms = std::stoll(rest[k + 1]);
+      r.keep = r.keep || rest[k] == "KEEP";
+      if (rest[k] == "SHARED")
+        r.hold = hold_kind::shared;
+      if (rest[k] == "PERMITS") {
+        r.hold = hold_kind::permit;
+        r.permits = static_cast<std::uint32_t>(std::stoul(rest[k + 1]));
+      }
+    }
     // Requests are numbered in the order the scenario lists them, whenever they go out.
     const auto ordinal = static_cast<std::size_t>(
         std::count_if(scenario_->steps.data(), &step, [](const scenario_step& s) {
@@ -659,9 +781,12 @@ void simulation::on_script(const script_run& run) {
   }
   script_meta meta;
   meta.which = run.which;
-  if (!run.keys.empty())
-    if (const auto it = resource_of_key_.find(run.keys[0]); it != resource_of_key_.end())
+  // The first key that is a hold's (a set's KEYS start with the registers).
+  for (const std::string_view key : run.keys)
+    if (const auto it = resource_of_key_.find(key); it != resource_of_key_.end()) {
       meta.resource = it->second;
+      break;
+    }
   if (!run.args.empty())
     meta.owner = owner_of(run.args[0]);
   meta.error = !run.reply.empty() && run.reply[0] == '-';
@@ -672,16 +797,18 @@ void simulation::on_script(const script_run& run) {
       meta.releasing = owner_of(run.args[7]);
     meta.released = integer_at(run.reply, 4).value_or(0);
   }
-  if (run.which && (run.which == script::acquire || run.which == script::acquire_wait ||
-                    run.which == script::hand_over || run.which == script::extend))
+  if (run.which == script::permit_acquire)
+    meta.slot = integer_at(run.reply, 5).value_or(-1);
+  if (acquires(*run.which) || extends(*run.which))
     if (run.args.size() >= 2)
       meta.ttl_ms = counter_of(run.args[1]);
   if (options_.verbose && run.which) {
-    std::fprintf(stderr, "%12.3f ms master %zu conn %llu %s %s %.8s -> %lld%s%s\n",
+    std::fprintf(stderr, "%12.3f ms master %zu conn %llu %s %s %.*s -> %lld%s%s\n",
                  static_cast<double>(clock_.now()) / 1000.0, run.master,
                  static_cast<unsigned long long>(run.connection),
                  std::string(script_name(*run.which)).c_str(),
-                 run.keys.empty() ? "" : std::string(run.keys[0]).c_str(), view(meta.owner).data(),
+                 run.keys.empty() ? "" : std::string(run.keys[0]).c_str(),
+                 is_tagged(view(meta.owner)) ? 12 : 8, view(meta.owner).data(),
                  static_cast<long long>(meta.result), meta.error ? " (error)" : "",
                  run.which == script::hand_over
                      ? (", releasing " + std::string(view(meta.releasing).substr(0, 8)) + " -> " +
@@ -701,9 +828,7 @@ void simulation::on_script(const script_run& run) {
             max_calls_per_second + 40 * masters_.size() * requests_in_second(meta.resource, second))
       busy_loop_ = true;
   }
-  if (run.which == script::acquire || run.which == script::acquire_wait ||
-      run.which == script::hand_over || run.which == script::fence_bump ||
-      run.which == script::seed)
+  if (acquires(*run.which) || run.which == script::fence_bump || run.which == script::seed)
     track_fence(run.master);
 }
 
@@ -774,21 +899,26 @@ void simulation::script_answered(const sim_daemon& d, std::size_t master, std::u
       });
   const bool trusted = d.alive() && d.engine().votes(master) && !jumped;
   const std::uint32_t bit = 1u << master;
-  switch (*meta.which) {
-  case script::acquire:
-  case script::acquire_wait:
-  case script::hand_over:
+  const script which = *meta.which;
+  if (acquires(which)) {
     book.attempt_start.try_emplace(meta.owner, sent_at);
+    // A permit's grant is of the slot this master gave: it counts for the owner with that slot.
     if (meta.result == 1 && timely && trusted)
-      book.grant_mask[meta.owner] |= bit;
-    if (*meta.which == script::hand_over && tag.kind == request_kind::hand_over)
+      book.grant_mask[which == script::permit_acquire
+                          ? tag_owner(
+                                meta.owner, lock_kind::permit,
+                                static_cast<std::uint32_t>(std::max<std::int64_t>(meta.slot, 0)))
+                          : meta.owner] |= bit;
+    if (which == script::hand_over && tag.kind == request_kind::hand_over)
       round_evidence(d, tag, meta.releasing, master, meta.released, timely);
     return;
-  case script::release:
+  }
+  if (releases(which)) {
     if (tag.kind == request_kind::release) // an UNLOCK's round (cleanups judge nothing)
       round_evidence(d, tag, meta.owner, master, meta.result, timely);
     return;
-  case script::extend:
+  }
+  if (extends(which)) {
     if (tag.kind == request_kind::extend) {
       if (meta.result == 1 && timely && trusted) {
         auto& [round, mask] = book.extend_mask[meta.owner];
@@ -800,9 +930,6 @@ void simulation::script_answered(const sim_daemon& d, std::size_t master, std::u
       }
       round_evidence(d, tag, meta.owner, master, meta.result, timely);
     }
-    return;
-  default:
-    return;
   }
 }
 
@@ -868,13 +995,23 @@ sim_daemon* simulation::pick_daemon(prng& random) {
 void simulation::granted(std::uint32_t request) {
   request_record& r = records_.requests[request];
   instance_book& book = instances_[r.daemon_instance];
-  if (const auto it = book.attempt_start.find(r.owner); it != book.attempt_start.end())
+  if (const auto it = book.attempt_start.find(as_sent(r.owner, r.hold));
+      it != book.attempt_start.end())
     r.attempt_start = it->second;
   if (!r.keep) {
     const auto mask = book.grant_mask.find(r.owner);
-    if (const auto older = book.lease_on.find(r.resource); older != book.lease_on.end())
-      book.leases.erase(older->second);
-    book.lease_on[r.resource] = r.owner;
+    // The engine keeps leases per hold name: an exclusive grant (or a set's) ends the others
+    // of its name; shared holders and permits live side by side until they run out.
+    std::vector<owner_id>& others = book.lease_on[queue_of(r)];
+    std::erase_if(others, [&](const owner_id& other) {
+      const auto lease = book.leases.find(other);
+      const bool over = r.hold == hold_kind::exclusive || r.hold == hold_kind::multi ||
+                        lease == book.leases.end() || lease->second.valid_until <= r.reply;
+      if (over && lease != book.leases.end())
+        book.leases.erase(lease);
+      return over;
+    });
+    others.push_back(r.owner);
     book.leases[r.owner] = {mask == book.grant_mask.end() ? 0 : mask->second,
                             r.reply + r.validity_ms * 1000 - 2'000,
                             r.attempt_start >= 0 ? r.attempt_start : r.invoke};
@@ -896,7 +1033,8 @@ void simulation::extended(std::uint32_t request) {
 void simulation::grant_unseen(std::uint32_t request, const owner_id& owner) {
   request_record& r = records_.requests[request];
   const instance_book& book = instances_[r.daemon_instance];
-  if (const auto it = book.attempt_start.find(owner); it != book.attempt_start.end())
+  if (const auto it = book.attempt_start.find(as_sent(owner, r.hold));
+      it != book.attempt_start.end())
     r.attempt_start = it->second;
 }
 
@@ -932,10 +1070,11 @@ void simulation::data_lost(std::size_t master, const std::vector<lost_key>& keys
     loss.register_lost = std::any_of(
         keys.begin(), keys.end(), [&](const lost_key& k) { return k.key == setup_.cfg.fence_key; });
     for (const lost_key& k : keys) {
+      // A hold's value starts with its owner (a label may follow).
       const auto it = resource_of_key_.find(k.key);
-      if (it == resource_of_key_.end() || k.value.size() != owner_id{}.size())
+      if (it == resource_of_key_.end() || k.value.size() < owner_id{}.size())
         continue;
-      const owner_id owner = owner_of(k.value);
+      const owner_id owner = owner_of(std::string_view(k.value).substr(0, owner_id{}.size()));
       loss.locks.emplace_back(it->second, owner);
       lost_by_owner_[owner].emplace_back(master, now);
     }
@@ -956,6 +1095,11 @@ const std::vector<std::string>& weakenings() {
   return names;
 }
 
+const std::vector<std::string>& mixes() {
+  static const std::vector<std::string> names = {"exclusive", "shared", "permit", "set", "mixed"};
+  return names;
+}
+
 run_result run_seed(const run_options& options) {
   simulation sim(options);
   return sim.run();
@@ -971,7 +1115,9 @@ std::string excerpt(const history& h, std::uint32_t resource, sim_time at) {
   std::vector<std::uint32_t> after;
   for (std::uint32_t i = 0; i < h.requests.size(); ++i) {
     const request_record& r = h.requests[i];
-    if (r.resource != resource || (r.reply >= 0 ? r.reply : h.end) < from || r.invoke > to)
+    const auto named = resources_of(r);
+    if (std::find(named.begin(), named.end(), resource) == named.end() ||
+        (r.reply >= 0 ? r.reply : h.end) < from || r.invoke > to)
       continue;
     (r.invoke <= at ? before : after).push_back(i);
   }
@@ -982,19 +1128,30 @@ std::string excerpt(const history& h, std::uint32_t resource, sim_time at) {
   before.insert(before.end(), after.begin(), after.end());
   for (const std::uint32_t i : before) {
     const request_record& r = h.requests[i];
-    static constexpr const char* kinds[] = {"LOCK", "UNLOCK", "EXTEND"};
-    static constexpr const char* results[] = {"(none)", "OK", "BUSY", "NOQUORUM", "NOTHELD", "ERR"};
-    std::snprintf(line, sizeof line,
-                  "  #%u %10.3f..%10.3f ms client %u daemon %u run %u %s ttl %llu%s%s -> %s%s%.8s "
-                  "fence %llu validity %lld%s\n",
-                  i, static_cast<double>(r.invoke) / 1000, static_cast<double>(r.reply) / 1000,
-                  r.client, r.daemon, r.daemon_instance, kinds[static_cast<int>(r.kind)],
-                  static_cast<unsigned long long>(r.ttl_ms),
-                  r.wait_ms >= 0 ? (" WAIT " + std::to_string(r.wait_ms)).c_str() : "",
-                  r.keep ? " KEEP" : "", results[static_cast<int>(r.result)],
-                  r.owner[0] != 0 ? " owner " : "", r.owner[0] != 0 ? view(r.owner).data() : "",
-                  static_cast<unsigned long long>(r.fence), static_cast<long long>(r.validity_ms),
-                  r.lost >= 0 ? (" LOST at " + std::to_string(r.lost / 1000)).c_str() : "");
+    static constexpr const char* verbs[] = {"LOCK", "UNLOCK", "EXTEND"};
+    static constexpr const char* results[] = {
+        "(none)", "OK", "BUSY", "NOQUORUM", "NOTHELD", "ERR", "ERR PERMITS_MISMATCH"};
+    // What it names: "LOCK r", "LOCK r SHARED", "LOCK s PERMITS n", "MLOCK 2 a b".
+    std::string what = r.member_count > 0 ? std::string("M") + verbs[static_cast<int>(r.kind)] +
+                                                " " + std::to_string(r.member_count)
+                                          : verbs[static_cast<int>(r.kind)];
+    for (const std::uint32_t named : resources_of(r))
+      what += " " + h.resources[named];
+    if (r.kind == client_op::lock && r.hold == hold_kind::shared)
+      what += " SHARED";
+    if (r.kind == client_op::lock && r.hold == hold_kind::permit)
+      what += " PERMITS " + std::to_string(r.permits);
+    std::snprintf(
+        line, sizeof line,
+        "  #%u %10.3f..%10.3f ms client %u daemon %u run %u %s ttl %llu%s%s -> %s%s%.*s "
+        "fence %llu validity %lld%s\n",
+        i, static_cast<double>(r.invoke) / 1000, static_cast<double>(r.reply) / 1000, r.client,
+        r.daemon, r.daemon_instance, what.c_str(), static_cast<unsigned long long>(r.ttl_ms),
+        r.wait_ms >= 0 ? (" WAIT " + std::to_string(r.wait_ms)).c_str() : "", r.keep ? " KEEP" : "",
+        results[static_cast<int>(r.result)], r.owner[0] != 0 ? " owner " : "",
+        is_tagged(view(r.owner)) ? 12 : 8, r.owner[0] != 0 ? view(r.owner).data() : "",
+        static_cast<unsigned long long>(r.fence), static_cast<long long>(r.validity_ms),
+        r.lost >= 0 ? (" LOST at " + std::to_string(r.lost / 1000)).c_str() : "");
     out += line;
   }
   for (const fault_record& f : h.faults) {

@@ -19,6 +19,8 @@ struct run_options {
   bool verbose = false; // the engines' logs and the run's events on stderr, in virtual time
   // A scripted run (scenarios.hpp) instead of the seed's random workload and faults.
   std::string scenario;
+  // The kinds of lock the clients take, instead of the seed's mix (mixes()).
+  std::string mix;
 };
 
 struct run_result {
@@ -32,6 +34,8 @@ struct run_result {
 
 // The weakened variants --weaken accepts.
 const std::vector<std::string>& weakenings();
+// The mixes of kinds --mix accepts: exclusive, shared, permit, set (mostly that kind), mixed.
+const std::vector<std::string>& mixes();
 
 run_result run_seed(const run_options& options);
 

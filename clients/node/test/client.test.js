@@ -1,8 +1,6 @@
 // The Node client against real redis-server masters and the real redlockd binary.
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import net from "node:net";
-import { once } from "node:events";
 import { after, before, describe, test } from "node:test";
 
 import {
@@ -82,11 +80,7 @@ describe("with one daemon", () => {
   test("list and the status label", async () => {
     const c = cs.make([daemon.address]);
     const lease = await c.acquire("node:list:a", { ttl: 10000 });
-    // A LABEL through the line protocol (the client does not send one yet).
-    const raw = net.createConnection({ host: "127.0.0.1", port: daemon.port });
-    raw.write("LOCK node:list:b 10000 LABEL tester:1\n");
-    const [granted] = await once(raw, "data");
-    assert.ok(granted.toString().startsWith("OK "));
+    const labelled = await c.acquire("node:list:b", { ttl: 10000, label: "tester:1" });
     const listing = await c.list("node:list:");
     assert.deepEqual(
       listing.locks.map((l) => [l.resource, l.kind, l.labels]),
@@ -104,8 +98,20 @@ describe("with one daemon", () => {
     assert.equal(first.locks.length, 1);
     assert.equal(first.truncated, true);
     await assert.rejects(c.list("node:list:", { count: 0 }), RangeError);
-    raw.destroy();
+    for (const label of ["", "two words", "x".repeat(65), 7]) {
+      await assert.rejects(c.acquire("node:list:c", { ttl: 1000, label }), TypeError);
+    }
+    await labelled.release();
     await lease.release();
+  });
+
+  test("maxHold ends a KEEP lock with LOST", async () => {
+    const c = cs.make([daemon.address]);
+    const lease = await c.acquire("node:maxhold", { ttl: 1000, keep: true, maxHold: 500 });
+    assert.ok(await eventually(() => lease.signal.aborted, 10000), "no LOST after MAXHOLD");
+    assert.match(lease.signal.reason.message, /LOST/);
+    await lease.release(); // reported lost: no NotHeldError
+    await assert.rejects(c.acquire("node:maxhold", { ttl: 1000, maxHold: 5000 }), TypeError);
   });
 
   test("status, hello, remaining, and disposal (await using) releases and closes", async () => {
@@ -117,7 +123,7 @@ describe("with one daemon", () => {
     assert.ok(held.remaining > 5000 && held.remaining <= 10000, `remaining ${held.remaining}`);
     assert.ok(!JSON.stringify(held).includes(lease.owner)); // STATUS never names the owner
     assert.ok(lease.remaining() > 5000 && lease.remaining() <= lease.validity);
-    assert.match(await c.hello(), /^redlockd \S+ proto=1 nodes=5 quorum=3$/);
+    assert.match(await c.hello(), /^redlockd \S+ proto=1(\.1)? nodes=5 quorum=3$/);
     // What `await using lease = ...` calls at the end of its scope.
     await lease[Symbol.asyncDispose]();
     assert.deepEqual(await c.status("node:status"), { held: false, remaining: 0 });

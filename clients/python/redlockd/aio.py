@@ -5,6 +5,10 @@
     async with client.lock("orders:1", ttl=10.0, wait=5.0) as lease:
         await write_with_fence(lease.fence)
 
+The lock family as in `redlockd`: `client.lock(r, ttl=..., shared=True)`, `client.semaphore(r, n,
+ttl=...)`, `client.lock_many([r1, r2], ttl=...)`, each `async with`; `client.rlock(r, ttl=...)` is
+reentrant per asyncio task.
+
 One connection per client, pipelined: replies are matched to requests by order, LOST pushes are
 recognised between them. Cancelling a call (task.cancel(), asyncio.wait_for) abandons it: its
 reply is still read in turn, and a lock it grants is released at once. Errors are those of
@@ -18,12 +22,17 @@ import collections
 import inspect
 import ssl
 import time
+import weakref
 from typing import Callable, Iterable, Optional, Union
 
 from . import _protocol as proto
+from ._client import _Hold, lost_on_reentry, reentry_extension
 from ._protocol import (
     AuthError,
     ConnectionLost,
+    Kind,
+    LockBusy,
+    NoQuorum,
     NotHeld,
     RedlockdError,
     ServerError,
@@ -31,7 +40,7 @@ from ._protocol import (
     Unavailable,
 )
 
-__all__ = ["Client", "Lease"]
+__all__ = ["Client", "Lease", "RLock"]
 
 
 class _Keep:
@@ -53,11 +62,15 @@ class _Keep:
 
 
 class _Entry:
-    __slots__ = ("line", "resource", "keep", "is_lock", "future", "state", "wait", "deadline")
+    __slots__ = ("line", "resource", "keep", "is_lock", "future", "state", "wait", "deadline",
+                 "release")
 
     def __init__(self, line: str, resource: str = "", keep: bool = False, is_lock: bool = False,
-                 wait: float = 0.0):
+                 wait: float = 0.0, release: str = ""):
         self.line = line
+        # What releases a grant of this LOCK or MLOCK, without the owner; `resource` is the one
+        # a LOST push names (a set's first).
+        self.release = release or f"UNLOCK {resource}"
         self.wait = wait
         self.deadline = 0.0
         self.resource = resource
@@ -147,7 +160,7 @@ class _Conn:
             if entry.is_lock and line.startswith("OK "):
                 owner = line.split(" ")[1]
                 self.keeps.pop(owner, None)
-                unlock = _Entry(f"UNLOCK {entry.resource} {owner}")
+                unlock = _Entry(f"{entry.release} {owner}")
                 unlock.future.add_done_callback(lambda f: f.cancelled() or f.exception())
                 self.send(unlock)
             return
@@ -171,21 +184,29 @@ class _Conn:
 
 
 class Lease:
-    """A lock held through redlockd; `async with` releases it, as does `await release()`."""
+    """A lock held through redlockd (any kind: `kind`, as redlockd.Lease); `async with`
+    releases it, as does `await release()`."""
 
     def __init__(self, client: "Client", resource: str, owner: str, fence: int, validity: float,
                  keep: bool, state: Optional[_Keep], conn: Optional[_Conn],
-                 on_lost: Optional[Callable[["Lease"], object]]):
+                 on_lost: Optional[Callable[["Lease"], object]], *, kind: str = Kind.EXCLUSIVE,
+                 resources: Optional[tuple[str, ...]] = None, permits: Optional[int] = None,
+                 ttl: float = 0.0):
         self.resource = resource
+        self.resources = resources or (resource,)
+        self.kind = kind
+        self.permits = permits
         self.owner = owner
         self.fence = fence
         self.validity = validity
+        self.ttl = ttl
         self.keep = keep
         self.expires_at = time.monotonic() + validity
         self._client = client
         self._state = state
         self._conn = conn
         self._released = False
+        self._reason = ""
         self.lost = state.lost if state is not None else asyncio.Event()
         if state is not None and on_lost is not None:
             def call() -> None:
@@ -198,8 +219,22 @@ class Lease:
                 state.callbacks.append(call)
 
     @property
+    def slot(self) -> Optional[int]:
+        """PERMIT: which of the semaphore's slots this permit holds (the owner says it)."""
+        return int(self.owner[5:8], 16) if self.kind == Kind.PERMIT else None
+
+    @property
     def lost_reason(self) -> str:
-        return self._state.reason if self._state is not None else ""
+        return self._state.reason if self._state is not None else self._reason
+
+    def _mark_lost(self, reason: str) -> None:
+        if self._state is not None:
+            if self._conn is not None:
+                self._conn.keeps.pop(self.owner, None)
+            self._state.mark_lost(reason)
+        elif not self.lost.is_set():
+            self._reason = reason
+            self.lost.set()
 
     def remaining(self) -> float:
         """Seconds of guaranteed validity left (0 when lost)."""
@@ -208,13 +243,18 @@ class Lease:
         return max(0.0, self.expires_at - time.monotonic())
 
     async def extend(self, ttl: float) -> float:
-        """EXTEND to `ttl` seconds from now; returns the new validity in seconds."""
-        validity = await self._client.extend(self.resource, self.owner, ttl)
-        self.validity, self.expires_at = validity, time.monotonic() + validity
+        """EXTEND (MEXTEND for a set) to `ttl` seconds from now; returns the new validity."""
+        if self.kind == Kind.SET:
+            validity = await self._client.extend_many(self.resources, self.owner, ttl)
+        else:
+            validity = await self._client.extend(self.resource, self.owner, ttl)
+        self.validity, self.ttl = validity, ttl
+        self.expires_at = time.monotonic() + validity
         return validity
 
     async def release(self) -> None:
-        """UNLOCK. Raises NotHeld if the lock had already expired (unless it was reported lost)."""
+        """UNLOCK (MUNLOCK for a set). Raises NotHeld if the lock had already expired (unless it
+        was reported lost)."""
         if self._released:
             return
         self._released = True
@@ -223,7 +263,10 @@ class Lease:
         if self._state is not None:
             self._state.callbacks = []
         try:
-            await self._client.unlock(self.resource, self.owner)
+            if self.kind == Kind.SET:
+                await self._client.unlock_many(self.resources, self.owner)
+            else:
+                await self._client.unlock(self.resource, self.owner)
         except (NotHeld, ConnectionError):
             if not self.lost.is_set():
                 raise
@@ -239,9 +282,16 @@ class Lease:
                 raise
 
 
+    def __repr__(self) -> str:
+        what = (f"resources={list(self.resources)!r}" if self.kind == Kind.SET
+                else f"resource={self.resource!r}")
+        return (f"Lease({what}, kind={self.kind!r}, fence={self.fence}, keep={self.keep}, "
+                f"lost={self.lost.is_set()})")
+
+
 class _LockContext:
-    def __init__(self, client: "Client", args: tuple, kwargs: dict):
-        self._acquire = lambda: client.acquire(*args, **kwargs)
+    def __init__(self, acquire: Callable[[], "asyncio.Future[Lease]"]):
+        self._acquire = acquire
         self._lease: Optional[Lease] = None
 
     async def __aenter__(self) -> Lease:
@@ -250,6 +300,133 @@ class _LockContext:
 
     async def __aexit__(self, exc_type, exc, tb) -> None:
         await self._lease.__aexit__(exc_type, exc, tb)
+
+
+class RLock:
+    """A reentrant lock of redlockd, per asyncio task: `async with lock as lease:`.
+
+    As redlockd.RLock, with the task in place of the thread: a re-entry by the same task on the
+    same resource(s) and kind returns the same lease and only counts (EXTEND, never LOCK, when
+    less than `margin` is left; LockLost when the lock is gone); only the last release() sends
+    UNLOCK. A task it starts is another task: it does not hold the lock.
+    """
+
+    _wait_round = 60.0
+
+    def __init__(self, client: "Client", resources: tuple[str, ...], kind: str, ttl: float, *,
+                 keep: bool = False, permits: Optional[int] = None, label: Optional[str] = None,
+                 max_hold: Optional[float] = None,
+                 on_lost: Optional[Callable[[Lease], object]] = None,
+                 margin: Optional[float] = None):
+        proto.ms(ttl, "ttl")
+        if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float))
+                                   or margin < 0):
+            raise ValueError(f"margin must be a number of seconds >= 0, not {margin!r}")
+        self._client = client
+        self.resources = resources
+        self.kind = kind
+        self.ttl = ttl
+        self._options = dict(keep=keep, label=label, max_hold=max_hold, on_lost=on_lost)
+        if kind == Kind.SET:
+            self._key: tuple = (kind, frozenset(resources))
+        else:
+            self._options.update(shared=kind == Kind.SHARED, permits=permits)
+            self._key = (kind, resources[0], permits)
+        self._margin = margin
+
+    async def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Takes or re-enters the lock, as redlockd.RLock.acquire. Cancelling the task abandons
+        the wait: a lock granted later is released at once."""
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        if timeout < 0 and timeout != -1:
+            raise ValueError("timeout must be -1 or at least 0")
+        holds = self._client._holds()
+        hold = holds.get(self._key)
+        if hold is not None:
+            await self._reenter(hold)
+            return True
+        forever = blocking and timeout == -1
+        deadline = time.monotonic() + (0.0 if not blocking else max(0.0, timeout))
+        while True:
+            wait = self._wait_round
+            if not forever:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            try:
+                lease = await self._take(wait)
+            except LockBusy:
+                if not forever and time.monotonic() >= deadline:
+                    return False
+                continue
+            except ServerError as error:
+                if error.code != "BAD_TTL" or wait <= self.ttl:
+                    raise
+                self._wait_round = self.ttl
+                continue
+            holds[self._key] = _Hold(lease)
+            return True
+
+    async def _take(self, wait: float) -> Lease:
+        if self.kind == Kind.SET:
+            return await self._client.acquire_many(self.resources, self.ttl, wait=wait,
+                                                   **self._options)
+        return await self._client.acquire(self.resources[0], self.ttl, wait=wait,
+                                          **self._options)
+
+    async def _reenter(self, hold: _Hold) -> None:
+        lease = hold.lease
+        if lease.lost.is_set():
+            raise lost_on_reentry(lease)
+        ttl = reentry_extension(lease, self.ttl, self._margin)
+        if ttl is not None:
+            try:
+                await lease.extend(ttl)
+            except (NotHeld, NoQuorum) as error:
+                lost = lost_on_reentry(lease, error)
+                lease._mark_lost(str(lost))
+                raise lost from error
+        hold.count += 1
+
+    async def release(self) -> None:
+        """Ends one hold of this task; the last one sends UNLOCK (MUNLOCK). RuntimeError when
+        the task holds none; NotHeld when the lock had run out (unless reported lost)."""
+        holds = self._client._holds()
+        hold = holds.get(self._key)
+        if hold is None:
+            raise RuntimeError("cannot release un-acquired lock")
+        hold.count -= 1
+        if hold.count > 0:
+            return
+        del holds[self._key]
+        await hold.lease.release()
+
+    @property
+    def lease(self) -> Lease:
+        """This task's lease (RuntimeError when it holds none)."""
+        hold = self._client._holds().get(self._key)
+        if hold is None:
+            raise RuntimeError("this task does not hold the lock")
+        return hold.lease
+
+    @property
+    def count(self) -> int:
+        """How many holds this task has (0: none)."""
+        hold = self._client._holds().get(self._key)
+        return 0 if hold is None else hold.count
+
+    async def __aenter__(self) -> Lease:
+        await self.acquire()
+        return self.lease
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        try:
+            await self.release()
+        except RedlockdError:
+            if exc_type is None:
+                raise
+
+    def __repr__(self) -> str:
+        return f"RLock({' '.join(self.resources)!r}, kind={self.kind!r}, ttl={self.ttl})"
 
 
 class Client:
@@ -272,6 +449,18 @@ class Client:
         self._index = 0
         self._closed = False
         self._connecting: Optional[asyncio.Lock] = None
+        # Per task: the holds of its RLocks (gone with the task).
+        self._task_holds: "weakref.WeakKeyDictionary[asyncio.Task, dict]" = (
+            weakref.WeakKeyDictionary())
+
+    def _holds(self) -> dict:
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a reentrant lock is held by an asyncio task: call it from one")
+        holds = self._task_holds.get(task)
+        if holds is None:
+            holds = self._task_holds[task] = {}
+        return holds
 
     @property
     def address(self) -> Optional[str]:
@@ -332,31 +521,99 @@ class Client:
                 raise ConnectionLost(f"connection to {conn.address} is closed")
         return await entry.future, conn
 
-    async def acquire(self, resource: str, ttl: float, *, wait: Optional[float] = None,
-                      keep: bool = False,
-                      on_lost: Optional[Callable[[Lease], object]] = None) -> Lease:
-        """LOCK, as redlockd.Client.acquire; on_lost may be a coroutine function."""
-        line = proto.lock_request(resource, ttl, wait, keep)
+    async def _grant(self, line: str, resources: tuple[str, ...], kind: str, ttl: float,
+                     wait: Optional[float], keep: bool,
+                     on_lost: Optional[Callable[[Lease], object]],
+                     permits: Optional[int] = None) -> Lease:
         if on_lost is not None and not keep:
             raise ValueError("on_lost needs keep=True: a plain lease ends by its TTL")
-        entry = _Entry(line, resource, keep, is_lock=True, wait=wait or 0.0)
+        entry = _Entry(line, resources[0], keep, is_lock=True, wait=wait or 0.0,
+                       release=proto.release_prefix(resources, kind == Kind.SET))
         reply, conn = await self._call(entry)
-        grant = proto.parse_grant(reply, resource)
-        return Lease(self, resource, grant.owner, grant.fence, grant.validity, keep, entry.state,
-                     conn if keep else None, on_lost)
+        grant = proto.parse_grant(reply, resources[0])
+        return Lease(self, resources[0], grant.owner, grant.fence, grant.validity, keep,
+                     entry.state, conn if keep else None, on_lost, kind=kind,
+                     resources=resources, permits=permits, ttl=ttl)
+
+    async def acquire(self, resource: str, ttl: float, *, wait: Optional[float] = None,
+                      keep: bool = False, on_lost: Optional[Callable[[Lease], object]] = None,
+                      shared: bool = False, permits: Optional[int] = None,
+                      label: Optional[str] = None, max_hold: Optional[float] = None) -> Lease:
+        """LOCK, as redlockd.Client.acquire (shared, permits, label, max_hold); on_lost may be a
+        coroutine function."""
+        line = proto.lock_request(resource, ttl, wait, keep, shared=shared, permits=permits,
+                                  label=label, max_hold=max_hold)
+        return await self._grant(line, (resource,), proto.kind_of(shared, permits), ttl, wait,
+                                 keep, on_lost, permits)
 
     def lock(self, resource: str, ttl: float, **kwargs) -> _LockContext:
         """`async with client.lock(...) as lease:` acquires, and releases when the block ends."""
-        return _LockContext(self, (resource, ttl), kwargs)
+        return _LockContext(lambda: self.acquire(resource, ttl, **kwargs))
+
+    def semaphore(self, resource: str, permits: int, ttl: float, **kwargs) -> _LockContext:
+        """`async with client.semaphore("pool", 3, ttl=10.0) as permit:` one of `permits`
+        permits of the semaphore `resource`, as redlockd.Client.semaphore."""
+        return _LockContext(lambda: self.acquire(resource, ttl, permits=permits, **kwargs))
+
+    async def acquire_many(self, resources: Iterable[str], ttl: float, *,
+                           wait: Optional[float] = None, keep: bool = False,
+                           on_lost: Optional[Callable[[Lease], object]] = None,
+                           label: Optional[str] = None,
+                           max_hold: Optional[float] = None) -> Lease:
+        """MLOCK, as redlockd.Client.acquire_many: every resource at once or none."""
+        names = proto.resource_list(resources)
+        line = proto.mlock_request(names, ttl, wait, keep, label=label, max_hold=max_hold)
+        return await self._grant(line, names, Kind.SET, ttl, wait, keep, on_lost)
+
+    def lock_many(self, resources: Iterable[str], ttl: float, **kwargs) -> _LockContext:
+        """`async with client.lock_many([r1, r2], ttl=...) as lease:` (MLOCK ... MUNLOCK)."""
+        return _LockContext(lambda: self.acquire_many(resources, ttl, **kwargs))
+
+    def rlock(self, resource: str, ttl: float, *, keep: bool = False, shared: bool = False,
+              permits: Optional[int] = None, label: Optional[str] = None,
+              max_hold: Optional[float] = None,
+              on_lost: Optional[Callable[[Lease], object]] = None,
+              margin: Optional[float] = None) -> RLock:
+        """A reentrant lock (per task) on `resource`: see RLock. Nothing is sent until it is
+        acquired."""
+        proto.token(resource, "resource")
+        if shared and permits is not None:
+            raise ValueError("a lock is shared or a permit of a semaphore, not both")
+        if permits is not None:
+            proto.permits_count(permits)
+        return RLock(self, (resource,), proto.kind_of(shared, permits), ttl, keep=keep,
+                     permits=permits, label=label, max_hold=max_hold, on_lost=on_lost,
+                     margin=margin)
+
+    def rlock_many(self, resources: Iterable[str], ttl: float, *, keep: bool = False,
+                   label: Optional[str] = None, max_hold: Optional[float] = None,
+                   on_lost: Optional[Callable[[Lease], object]] = None,
+                   margin: Optional[float] = None) -> RLock:
+        """A reentrant lock (per task) on a set of resources (MLOCK): see RLock."""
+        return RLock(self, proto.resource_list(resources), Kind.SET, ttl, keep=keep, label=label,
+                     max_hold=max_hold, on_lost=on_lost, margin=margin)
 
     async def unlock(self, resource: str, owner: str) -> None:
+        """UNLOCK, for a hold of any kind."""
         reply, _ = await self._call(_Entry(proto.unlock_request(resource, owner)))
         proto.parse_ok(reply, resource)
 
     async def extend(self, resource: str, owner: str, ttl: float) -> float:
-        """EXTEND to ttl seconds from now; returns the validity in seconds."""
+        """EXTEND to ttl seconds from now, for a hold of any kind; returns the validity."""
         reply, _ = await self._call(_Entry(proto.extend_request(resource, owner, ttl)))
         return proto.parse_validity(reply, resource)
+
+    async def unlock_many(self, resources: Iterable[str], owner: str) -> None:
+        """MUNLOCK: releases these resources of a set."""
+        line = proto.munlock_request(resources, owner)
+        reply, _ = await self._call(_Entry(line))
+        proto.parse_ok(reply, line.split(" ")[2])
+
+    async def extend_many(self, resources: Iterable[str], owner: str, ttl: float) -> float:
+        """MEXTEND: these resources of a set to ttl seconds from now; returns the validity."""
+        line = proto.mextend_request(resources, owner, ttl)
+        reply, _ = await self._call(_Entry(line))
+        return proto.parse_validity(reply, line.split(" ")[2])
 
     async def status(self, resource: str) -> Status:
         """STATUS, as redlockd.Client.status."""
@@ -373,7 +630,8 @@ class Client:
         proto.parse_pong(reply)
 
     async def hello(self) -> str:
-        """HELLO: "redlockd <version> proto=1 nodes=N quorum=Q"."""
+        """HELLO: "redlockd <version> proto=1.1 nodes=N quorum=Q" (proto=1 before the lock
+        family)."""
         reply, _ = await self._call(_Entry("HELLO"))
         return proto.parse_hello(reply)
 

@@ -37,6 +37,10 @@ def main() -> None:
             check(lease.fence > 0 and 0 < lease.remaining() <= 10.0, f"lease {lease!r}")
             check(client.status("package:py").held, "status while held")
         check(client.status("package:py") == redlockd.Status(False, 0.0), "status once released")
+        lock = client.rlock("package:py", ttl=10.0)
+        with lock as outer, lock as inner:
+            check(inner is outer and lock.count == 2, "rlock re-entry")
+        check(not client.status("package:py").held, "rlock released")
 
     async def with_asyncio() -> None:
         async with redlockd.aio.Client([address]) as client:

@@ -115,7 +115,7 @@ class AioLockTests(_AioFleetCase):
         self.assertLessEqual(lease.remaining(), lease.validity)
         await lease.release()
         self.assertFalse((await c.status("aio:status")).held)
-        self.assertRegex(await c.hello(), r"^redlockd \S+ proto=1 nodes=5 quorum=3$")
+        self.assertRegex(await c.hello(), r"^redlockd \S+ proto=1(\.1)? nodes=5 quorum=3$")
         with self.assertRaises(ValueError):
             await c.status("two words")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import ssl
 import tempfile
 import threading
@@ -42,6 +41,49 @@ class _FleetCase(unittest.TestCase):
         c = redlockd.Client([self.daemon.address], **kwargs)
         self.addCleanup(c.close)
         return c
+
+
+class ProtocolTests(unittest.TestCase):
+    """Request lines and reply parsing, without a daemon."""
+
+    def test_status_fields_in_any_order(self):
+        from redlockd import _protocol as proto
+
+        parse = proto.parse_status
+        self.assertEqual(parse("OK FREE", "r"), redlockd.Status(False, 0.0))
+        self.assertEqual(parse("OK HELD 1500", "r"), redlockd.Status(True, 1.5))
+        self.assertEqual(parse("OK HELD 29850 readers=1", "r"),
+                         redlockd.Status(True, 29.85, readers=1))
+        self.assertEqual(parse("OK FREE permits=1/3", "r"),
+                         redlockd.Status(False, 0.0, permits_used=1, permits=3))
+        self.assertEqual(parse("OK HELD 10 permits=2/2 readers=3 label=a=b", "r"),
+                         redlockd.Status(True, 0.01, "a=b", 3, 2, 2))
+        self.assertEqual(parse("OK HELD 10 future=1", "r"), redlockd.Status(True, 0.01))
+        for bad in ("OK HELD", "OK HELD x", "OK FREE readers", "OK HELD 1 readers=x", "OK"):
+            with self.assertRaises(redlockd.RedlockdError, msg=bad):
+                parse(bad, "r")
+        with self.assertRaises(redlockd.NoQuorum):
+            parse("NOQUORUM 2 3", "r")
+
+    def test_request_lines(self):
+        from redlockd import _protocol as proto
+
+        self.assertEqual(proto.lock_request("r", 1.5, 2.0, True, shared=True, label="h:1",
+                                            max_hold=60.0),
+                         "LOCK r 1500 SHARED WAIT 2000 KEEP LABEL h:1 MAXHOLD 60000")
+        self.assertEqual(proto.lock_request("r", 1.0, None, False, permits=3),
+                         "LOCK r 1000 PERMITS 3")
+        self.assertEqual(proto.mlock_request(("a", "b"), 5.0, 0.0, False),
+                         "MLOCK 2 a b 5000 WAIT 0")
+        self.assertEqual(proto.munlock_request(["b", "a"], "0" * 40), f"MUNLOCK 2 b a {'0' * 40}")
+        self.assertEqual(proto.mextend_request(["a"], "0" * 40, 1.0), f"MEXTEND 1 a {'0' * 40} 1000")
+        self.assertEqual(proto.release_prefix(("a", "b"), True), "MUNLOCK 2 a b")
+        self.assertEqual(proto.release_prefix(("a",), False), "UNLOCK a")
+        self.assertIsInstance(proto.error_from_reply("ERR PERMITS_MISMATCH 2 permits are in force",
+                                                     "r"), redlockd.PermitsMismatch)
+        proto.check_protocol("redlockd 0.2.0 proto=1.1 nodes=5 quorum=3")
+        with self.assertRaises(redlockd.ServerError):
+            proto.check_protocol("redlockd 9 proto=2 nodes=5 quorum=3")
 
 
 class LockTests(_FleetCase):
@@ -100,17 +142,14 @@ class LockTests(_FleetCase):
         self.assertLessEqual(lease.remaining(), lease.validity)
         lease.release()
         self.assertFalse(c.status("py:status").held)
-        self.assertRegex(c.hello(), r"^redlockd \S+ proto=1 nodes=5 quorum=3$")
+        self.assertRegex(c.hello(), r"^redlockd \S+ proto=1(\.1)? nodes=5 quorum=3$")
         with self.assertRaises(ValueError):
             c.status("two words")
 
     def test_list_and_status_label(self):
         c = self.client()
         lease = c.acquire("py:list:a", ttl=10.0)
-        # A LABEL through the line protocol (the client does not send one yet).
-        with socket.create_connection(("127.0.0.1", self.daemon.port), timeout=5) as raw:
-            raw.sendall(b"LOCK py:list:b 10000 LABEL tester:1\n")
-            self.assertTrue(raw.recv(200).startswith(b"OK "))
+        with c.lock("py:list:b", ttl=10.0, label="tester:1"):
             listing = c.list("py:list:")
             self.assertEqual([lock.resource for lock in listing.locks], ["py:list:a", "py:list:b"])
             self.assertFalse(listing.truncated)
@@ -127,6 +166,21 @@ class LockTests(_FleetCase):
         lease.release()
         with self.assertRaises(ValueError):
             c.list("py:list:", count=0)
+        for bad in ("", "two words", "x" * 65):
+            with self.assertRaises(ValueError):
+                c.acquire("py:list:c", ttl=1.0, label=bad)
+
+    def test_max_hold_ends_a_keep_lock(self):
+        c, other = self.client(), self.client()
+        lost = threading.Event()
+        lease = c.acquire("py:maxhold", ttl=1.0, keep=True, max_hold=0.5,
+                          on_lost=lambda _: lost.set())
+        self.assertTrue(lost.wait(10.0), "no LOST after MAXHOLD")
+        self.assertIn("LOST", lease.lost_reason)
+        self.assertTrue(eventually(lambda: _try_lock(other, "py:maxhold")))
+        lease.release()  # reported lost: no NotHeld
+        with self.assertRaises(ValueError):
+            c.acquire("py:maxhold", ttl=1.0, max_hold=5.0)  # MAXHOLD needs KEEP
 
     def test_errors(self):
         c = self.client()

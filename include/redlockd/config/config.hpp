@@ -75,6 +75,11 @@ struct config {
   std::uint32_t max_keep_locks_per_connection = 1000;
   std::uint32_t max_waiters_per_resource = 1000;
   std::uint32_t max_waiters = 100000;
+  // The lock family's bounds: the largest n of LOCK ... PERMITS n (each permit is a slot the
+  // acquire script may try, so a master's work per attempt grows with it), and the most
+  // resources one MLOCK, MUNLOCK or MEXTEND names.
+  std::uint32_t max_permits = 1024;
+  std::uint32_t max_resources_per_request = 64;
   // A connection that holds part of a line this long without finishing it is closed, in ms.
   std::uint32_t partial_line_timeout_ms = 10000;
   // TCP keepalive on client connections, in s: a connection silent this long is probed, and a

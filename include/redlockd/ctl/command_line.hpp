@@ -27,6 +27,9 @@ struct version_requested {};
 struct command_line {
   std::string command; // lock, unlock, extend, status, list, break, info, ping or run
   std::vector<std::string> positional;
+  // lock and run: every positional; unlock and extend: all but the last (the owner). More than
+  // one makes the request MLOCK, MUNLOCK or MEXTEND.
+  std::vector<std::string> resources;
   std::vector<std::string> tail; // after "--"
   std::string addr;
   std::string timeout;
@@ -37,6 +40,8 @@ struct command_line {
   std::string cacert, cert, key;
   std::string output = "text";
   std::string ttl, wait, kill_after;
+  bool shared = false;        // lock, run: a shared (read) hold
+  unsigned permits = 0;       // lock, run: one of this many permits of a semaphore; 0: not one
   int conflict_exit_code = 1; // run: the exit code when the lock is held by someone else
 };
 

@@ -26,7 +26,10 @@ inline constexpr int not_found = 127;
 } // namespace exit_code
 
 struct run_options {
-  std::string resource;
+  std::string resource;               // the first of `resources`: what LOST names
+  std::vector<std::string> resources; // more than one: MLOCK (empty: just `resource`)
+  bool shared = false;                // LOCK ... SHARED
+  unsigned permits = 0;               // LOCK ... PERMITS n; 0: not a semaphore
   std::chrono::milliseconds ttl{10'000};
   std::chrono::milliseconds wait{0};
   // After LOST or a lost connection: SIGTERM at once, SIGKILL after this long.
@@ -36,6 +39,16 @@ struct run_options {
   int conflict_exit_code = exit_code::busy; // when the lock is held by someone else
   bool json = false; // after the command: {"resource","fence","exit_code","lost"} on stdout
 };
+
+// The request that takes a lock on `resources` for `ttl`, without WAIT or KEEP: "LOCK <r> <ttl>"
+// with " SHARED" or " PERMITS <n>" (one resource), "MLOCK <n> <r1> .. <rn> <ttl>" (several).
+std::string lock_request_line(const std::vector<std::string>& resources,
+                              std::chrono::milliseconds ttl, bool shared, unsigned permits);
+
+// What releases or extends a hold of `resources`, up to the owner: "UNLOCK <r>" or "MUNLOCK <n>
+// <r1> .. <rn>" (`verb` "UNLOCK"), "EXTEND <r>" or "MEXTEND ..." (`verb` "EXTEND").
+std::string resources_request_prefix(const std::string& verb,
+                                     const std::vector<std::string>& resources);
 
 // How `run` watches its lock. The daemon pushes LOST while more than a third of the TTL is still
 // valid; while it is healthy a KEEP lock has about two thirds left. From either point, SIGKILL

@@ -40,6 +40,10 @@ struct verdict {
 vote_tally same_slot_view(const vote_tally& raw, std::span<const std::int16_t> slots,
                           std::uint32_t& winner);
 
+// How many of the masters in `took` granted one and the same slot, the most of any slot: a permit
+// attempt spread over slots holds no slot on a majority, whatever `took` counts.
+std::size_t most_on_one_slot(std::uint32_t took, std::span<const std::int16_t> slots);
+
 // LOCK after its acquire round (fencing: after a fence round).
 verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);
 verdict judge_fencing(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);

@@ -62,6 +62,8 @@ class keep_locks {
                     clock_type::time_point hold_until = clock_type::time_point::max());
   // Ends it (UNLOCK, LOST, the client gone): its count is given back.
   void drop(std::uint32_t index);
+  // Names its hold anew (a KEEP set whose client released some of its members renews the rest).
+  void rename(std::uint32_t index, std::string key);
 
   std::optional<std::uint32_t> index_of(const std::string& key, const owner_id& owner) const;
   // The KEEP locks on `key`, whoever holds them (BREAK): several for shared holds and permits.

@@ -42,7 +42,8 @@ class lease_table {
   // The leases on `key` ended whoever held them (BREAK).
   void forget(const std::string& key) { leases_.erase(key); }
 
-  // The resource's holder lost it without an UNLOCK: refuse it for lock_delay_ms.
+  // The resource's holder lost it without an UNLOCK: refuse it for lock_delay_ms (a set: each
+  // of its resources too).
   void delay(const std::string& key);
   // Until when `key` is refused, if it is; a lease that ran out unreleased starts a delay.
   std::optional<clock_type::time_point> delayed_until(const std::string& key);
@@ -57,6 +58,7 @@ class lease_table {
 
  private:
   void sweep();
+  void delay_until(const std::string& key, clock_type::time_point until);
 
   std::chrono::milliseconds delay_;
   const now_function& now_;

@@ -216,6 +216,7 @@ class lock_engine {
   // A waiter between attempts whose WAIT ran out: answered with its last failure.
   void wait_ran_out(std::uint32_t slot);
   // The head waiter of `key`, if it is between attempts, tries at `when`.
+  void keep_rest_of_set(const operation& op);
   void wake_head(const std::string& key, clock_type::time_point when);
   // The queued `slot` tries at `when`, unless a retry is due earlier already.
   void schedule_retry(std::uint32_t slot, clock_type::time_point when);

@@ -62,8 +62,9 @@ struct node_listing {
 // One resource LIST reports.
 struct listed_lock {
   std::string resource;
-  std::string kind;         // "exclusive" (the other kinds add theirs)
-  std::uint64_t ttl_ms = 0; // a lower bound, as STATUS's
+  std::string kind;          // "exclusive" (also a set's member), "shared" or "permit"
+  std::uint64_t ttl_ms = 0;  // a lower bound, as STATUS's
+  std::uint64_t holders = 1; // shared holders, or permits in use, counted as STATUS counts
   std::vector<std::string> labels;
 };
 

@@ -100,6 +100,8 @@ struct metrics_snapshot {
   std::uint64_t delayed = 0;
   std::uint64_t handovers = 0;
   std::uint64_t wakeups = 0;
+  // Grants by lock kind: (kind name, count), in the kinds table's order.
+  std::vector<std::pair<std::string_view, std::uint64_t>> grants;
   std::uint64_t keep_locks = 0;
   std::uint64_t waiters = 0;
   std::uint64_t clients = 0;

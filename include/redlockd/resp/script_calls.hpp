@@ -156,6 +156,7 @@ struct fence_bump_reply {
 struct register_reply {
   bool ok = false;
   std::uint64_t fence = 0; // a missing key reads as 0
+  bool has_fence = false;  // the register is there (a new fleet's, or a lost one's, is not)
   std::uint64_t max_ttl_ms = 0;
 };
 
@@ -175,11 +176,13 @@ struct pttl_reply {
   std::uint64_t permits = 0;
 };
 
-// One hold a LIST step found: its key, PTTL and label ('' if none); never its owner.
+// One hold a LIST step found: its key (a lock key, 'K readers' for shared holders, 'S permits'
+// for a semaphore), PTTL, label ('' if none) and holders; never an owner.
 struct listed_hold {
   std::string key;
   std::int64_t pttl_ms = 0;
   std::string label;
+  std::uint64_t holders = 1;
 };
 
 // list_step: the cursor to go on from ("0": the scan is complete) and the holds found.

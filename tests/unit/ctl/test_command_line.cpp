@@ -100,6 +100,63 @@ TEST_CASE("usage errors name the option or argument at fault", "[command_line]")
         "lock: --admin-secret-file does not apply (it is for break)");
 }
 
+TEST_CASE("lock and run take several resources, unlock and extend several before the owner",
+          "[command_line]") {
+  const command_line one = parse_command_line({"lock", "jobs", "--ttl", "1s"});
+  CHECK(one.resources == args{"jobs"});
+  const command_line set =
+      parse_command_line({"lock", "a", "--ttl", "1s", "b", "--wait=2s", "c", "-o", "json"});
+  CHECK(set.positional == args{"a", "b", "c"});
+  CHECK(set.resources == args{"a", "b", "c"});
+  CHECK(set.wait == "2s");
+  const command_line unlock = parse_command_line({"unlock", "a", "b", "owner-1"});
+  CHECK(unlock.positional == args{"a", "b", "owner-1"});
+  CHECK(unlock.resources == args{"a", "b"});
+  const command_line extend = parse_command_line({"extend", "a", "owner-1", "--ttl", "1s"});
+  CHECK(extend.resources == args{"a"});
+  // run: the resources are the words before the first "--", the command those after it.
+  const command_line run =
+      parse_command_line({"run", "a", "--ttl", "5s", "b", "--", "sh", "-c", "b", "--", "c"});
+  CHECK(run.resources == args{"a", "b"});
+  CHECK(run.tail == args{"sh", "-c", "b", "--", "c"});
+  CHECK(refusal({"lock", "--ttl", "1s"}) == "lock: RESOURCE is missing");
+  CHECK(refusal({"run", "--", "true"}) == "run: RESOURCE is missing");
+  CHECK(refusal({"extend", "--ttl", "1s"}) == "extend: RESOURCE is missing");
+  CHECK(refusal({"lock", "a", "b", "a", "--ttl", "1s"}) == "lock: resource 'a' is named twice");
+  CHECK(refusal({"unlock", "a", "a", "o"}) == "unlock: resource 'a' is named twice");
+  CHECK(refusal({"lock", "a", "--bogus", "b", "--ttl", "1s"}) == "unknown option --bogus");
+  CHECK(refusal({"status", "a", "b"}) == "status: unexpected argument 'b'");
+}
+
+TEST_CASE("lock and run take --shared or --permits N, with one resource, not both",
+          "[command_line]") {
+  const command_line shared = parse_command_line({"lock", "r", "--ttl", "1s", "--shared"});
+  CHECK(shared.shared);
+  CHECK(shared.permits == 0);
+  const command_line permits = parse_command_line({"--permits=3", "run", "pool", "--", "true"});
+  CHECK_FALSE(permits.shared);
+  CHECK(permits.permits == 3);
+  CHECK(parse_command_line({"lock", "r", "--ttl", "1s"}).permits == 0);
+  CHECK_FALSE(parse_command_line({"lock", "r", "--ttl", "1s"}).shared);
+  for (const char* bad : {"0", "-1", "x", "2x", ""})
+    CHECK(refusal({"lock", "r", "--ttl", "1s", "--permits", bad}) ==
+          std::string("--permits: '") + bad + "' is not a number of permits (1 or more)");
+  CHECK(refusal({"lock", "r", "--ttl", "1s", "--shared", "--permits", "2"}) ==
+        "lock: --shared and --permits exclude each other");
+  CHECK(refusal({"lock", "a", "b", "--ttl", "1s", "--shared"}) ==
+        "lock: --shared takes one resource (several resources are locked all or none, "
+        "exclusively)");
+  CHECK(refusal({"run", "a", "b", "--permits", "2", "--", "true"}) ==
+        "run: --permits takes one resource (several resources are locked all or none, "
+        "exclusively)");
+  CHECK(refusal({"status", "r", "--shared"}) ==
+        "status: --shared does not apply (it is for lock, run)");
+  CHECK(refusal({"unlock", "r", "o", "--permits", "2"}) ==
+        "unlock: --permits does not apply (it is for lock, run)");
+  CHECK(refusal({"lock", "r", "--ttl", "1s", "--shared", "--shared"}) ==
+        "--shared given more than once");
+}
+
 TEST_CASE("list takes an optional prefix and --count", "[command_line]") {
   const command_line all = parse_command_line({"list"});
   CHECK(all.command == "list");

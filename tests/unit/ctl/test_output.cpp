@@ -7,6 +7,7 @@
 
 #include <sstream>
 #include <string>
+#include <vector>
 
 using namespace redlockd::ctl;
 
@@ -46,6 +47,47 @@ TEST_CASE("successful replies as JSON, with checked numbers", "[output]") {
   CHECK_THROWS_AS(printed("lock", "OK o1 x 29990", true), connection_error);
   CHECK_THROWS_AS(printed("status", "OK HELD", false), connection_error);
   CHECK_THROWS_AS(printed("status", "OK GONE", true), connection_error);
+}
+
+TEST_CASE("STATUS's fields of the lock family, in any order", "[output]") {
+  CHECK(printed("status", "OK HELD 29850 readers=2", false) == "held 29850 readers=2\n");
+  CHECK(printed("status", "OK FREE permits=1/3", false) == "free permits=1/3\n");
+  CHECK(printed("status", "OK HELD 10 permits=2/2 label=h:1 readers=1", false) ==
+        "held 10 permits=2/2 label=h:1 readers=1\n");
+  CHECK(printed("status", "OK HELD 10 permits=2/2 label=h:1 readers=1", true) ==
+        R"({"label":"h:1","permits":2,"permits_used":2,"pttl_ms":10,"readers":1,)"
+        R"("resource":"jobs","state":"held"})"
+        "\n");
+  CHECK(printed("status", "OK FREE permits=0/4", true) ==
+        R"({"permits":4,"permits_used":0,"resource":"jobs","state":"free"})"
+        "\n");
+  CHECK(printed("status", "OK HELD 10 label=x", true) ==
+        R"({"label":"x","pttl_ms":10,"resource":"jobs","state":"held"})"
+        "\n");
+  CHECK(printed("status", "OK HELD 10 future=1", true) ==
+        R"({"pttl_ms":10,"resource":"jobs","state":"held"})"
+        "\n");
+  CHECK_THROWS_AS(printed("status", "OK HELD 10 readers", false), connection_error);
+  CHECK_THROWS_AS(printed("status", "OK FREE readers=x", true), connection_error);
+  CHECK_THROWS_AS(printed("status", "OK FREE permits=3", true), connection_error);
+}
+
+TEST_CASE("a set's JSON names every resource", "[output]") {
+  const std::vector<std::string> set = {"a", "b"};
+  std::ostringstream lock, unlock, extend, one;
+  print_reply(lock, "lock", "a", "OK o1 42 4948", true, set);
+  CHECK(lock.str() == R"({"fence":42,"owner":"o1","resource":"a","resources":["a","b"],)"
+                      R"("validity_ms":4948})"
+                      "\n");
+  print_reply(unlock, "unlock", "a", "OK", true, set);
+  CHECK(unlock.str() == R"({"released":true,"resource":"a","resources":["a","b"]})"
+                        "\n");
+  print_reply(extend, "extend", "a", "OK 10", true, set);
+  CHECK(extend.str() == R"({"resource":"a","resources":["a","b"],"validity_ms":10})"
+                        "\n");
+  print_reply(one, "lock", "a", "OK o1 42 4948", true, {"a"});
+  CHECK(one.str() == R"({"fence":42,"owner":"o1","resource":"a","validity_ms":4948})"
+                     "\n");
 }
 
 TEST_CASE("INFO made readable, fields not sent left out", "[output]") {

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <vector>
 
 using namespace redlockd;
@@ -203,4 +204,70 @@ TEST_CASE("an operation moves only along its legal phases", "[operation]") {
   CHECK(legal_move(op_phase::draining, op_phase::idle));
   CHECK_FALSE(legal_move(op_phase::draining, op_phase::voting));
   CHECK_FALSE(legal_move(op_phase::voting, op_phase::voting));
+}
+
+TEST_CASE("a permit attempt held a majority only where one slot did (seed 108)",
+          "[decisions][kinds]") {
+  std::array<std::int16_t, 5> slots{1, 0, 1, 2, 0};
+  CHECK(most_on_one_slot(0b11111, slots) == 2); // five grants, no slot on three
+  CHECK(most_on_one_slot(0b00101, slots) == 2);
+  slots[3] = 1;
+  CHECK(most_on_one_slot(0b01101, slots) == 3);
+  CHECK(most_on_one_slot(0, slots) == 0);
+}
+
+TEST_CASE("a permit's round decides by slot: a majority must give the same one",
+          "[decisions][kinds]") {
+  vote_tally raw(5);
+  std::array<std::int16_t, max_nodes> slots{};
+  slots.fill(-1);
+  const auto grant = [&](std::size_t node, std::int16_t slot) {
+    raw.record(node, vote::yes);
+    slots[node] = slot;
+  };
+  std::uint32_t winner = 99;
+  grant(0, 1);
+  grant(1, 0);
+  grant(2, 1);
+  // Three grants, but of two slots: not yet a majority of one.
+  vote_tally view = same_slot_view(raw, slots, winner);
+  CHECK(view.state() == vote_tally::outcome::pending);
+  CHECK(winner == 1);
+  CHECK(view.yes() == 2);
+  CHECK(view.mask_of(vote::no) == 0b010); // master 1 holds another slot: not this hold
+  grant(3, 0);
+  view = same_slot_view(raw, slots, winner);
+  CHECK(winner == 0); // a tie: the smallest slot
+  CHECK(view.state() == vote_tally::outcome::pending);
+  grant(4, 1);
+  view = same_slot_view(raw, slots, winner);
+  CHECK(winner == 1);
+  CHECK(view.state() == vote_tally::outcome::reached);
+  CHECK(view.yes_mask() == 0b10101);
+  // A 2-2-1 split never reaches a majority: failed like a split Redlock vote.
+  vote_tally split(5);
+  slots.fill(-1);
+  const std::int16_t split_slots[] = {0, 0, 1, 1};
+  for (std::size_t node = 0; node < 4; ++node) {
+    split.record(node, vote::yes);
+    slots[node] = split_slots[node];
+  }
+  split.record(4, vote::no);
+  CHECK(same_slot_view(split, slots, winner).state() == vote_tally::outcome::impossible);
+}
+
+TEST_CASE("lock-delay of a set delays each of its resources, and a set waits for any of them",
+          "[leases][kinds]") {
+  auto now = clock_type::time_point{} + 1h;
+  const lease_table::now_function clock = [&] { return now; };
+  lease_table leases(1000, clock);
+  leases.delay("lock:a\nlock:b");
+  CHECK(leases.delayed_until("lock:a") == now + 1000ms);
+  CHECK(leases.delayed_until("lock:b") == now + 1000ms);
+  CHECK_FALSE(leases.delayed_until("lock:c"));
+  now += 500ms;
+  leases.delay("lock:c");
+  CHECK(leases.delayed_until("lock:c\nlock:d") == now + 1000ms); // the latest of its members
+  now += 1100ms;
+  CHECK_FALSE(leases.delayed_until("lock:a\nlock:b"));
 }

@@ -346,6 +346,26 @@ TEST_CASE("a fencing conflict takes a second round above everything seen", "[eng
   CHECK(f.nodes.of(request_kind::acquire).back().bytes.find("$3\r\n502\r\n") != std::string::npos);
 }
 
+TEST_CASE("a fencing round's answer from a master without its register is no vote (seed 255)",
+          "[engine]") {
+  fixture f;
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  f.answer(0, request_kind::acquire, granted(0));
+  f.answer(1, request_kind::acquire, granted(500));
+  f.answer(2, request_kind::acquire, granted(0));
+  REQUIRE(f.nodes.of(request_kind::fence_bump).size() == 5);
+  f.answer(0, request_kind::fence_bump, "$3\r\n500\r\n"); // yes
+  f.answer(1, request_kind::fence_bump, "$3\r\n501\r\n"); // another daemon took 501: no
+  f.answer(2, request_kind::fence_bump, ":-2\r\n");       // FLUSHALL: no register
+  f.answer(3, request_kind::fence_bump, "$3\r\n501\r\n"); // no
+  f.answer(4, request_kind::fence_bump, "$3\r\n500\r\n"); // yes
+  // Two yes of three needed: 501 is not this lock's token (another daemon has it). Before the
+  // fix the -2 read as a counter of 0, a third yes, and the LOCK answered OK 501.
+  for (const auto& line : f.client->lines)
+    CHECK(words(line.second)[0] != "OK");
+  CHECK(f.nodes.of(request_kind::fence_bump).size() >= 9); // a third round, above 501
+}
+
 TEST_CASE("without a conflict the proposal is the token, and tokens increase", "[engine]") {
   fixture f;
   f.connect(0, "run0", 86'400'000, 41); // a reconnect reads a larger counter

@@ -84,3 +84,25 @@ TEST_CASE("LIST needs a quorum of masters, and says when a scan stopped short", 
         "OK {\"locks\":[{\"holders\":1,\"kind\":\"exclusive\",\"labels\":[],"
         "\"resource\":\"a\",\"ttl_ms\":8998}],\"truncated\":true}\n");
 }
+
+TEST_CASE("LIST names each kind: shared holders and semaphores by their side keys",
+          "[unit][operate]") {
+  const std::vector<listed_hold> holds = {{"app:doc readers", 9000, "", 3},
+                                          {"app:pool permits", 5000, "w-1", 2},
+                                          {"app:x", 7000, "", 1}};
+  const std::vector<listed_hold> fewer = {
+      {"app:doc readers", 8000, "", 2}, {"app:pool permits", 4000, "", 1}, {"app:x", 7000, "", 1}};
+  const listing result =
+      merge({scanned(holds), scanned(holds), scanned(fewer), scanned(fewer), scanned(fewer)});
+  REQUIRE(result.locks.size() == 3);
+  CHECK(result.locks[0].resource == "doc");
+  CHECK(result.locks[0].kind == "shared");
+  // Counted as STATUS counts: the (N-Q+1)-th largest, held on enough masters to refuse a LOCK.
+  CHECK(result.locks[0].holders == 2);
+  CHECK(result.locks[1].resource == "pool");
+  CHECK(result.locks[1].kind == "permit");
+  CHECK(result.locks[1].holders == 1);
+  CHECK(result.locks[1].labels == std::vector<std::string>{"w-1"});
+  CHECK(result.locks[2].kind == "exclusive");
+  CHECK(format_listing(result).find(R"("holders":2,"kind":"shared")") != std::string::npos);
+}

@@ -219,3 +219,19 @@ TEST_CASE("STATUS shows the label most holding masters store, never a free maste
   const std::vector<std::string> unlabelled(5);
   CHECK(status_label(a, unlabelled).empty());
 }
+
+TEST_CASE("STATUS counts shared holders and permits as it counts the time: what enough masters "
+          "hold to refuse a LOCK",
+          "[status]") {
+  using answers = std::vector<std::optional<std::int64_t>>;
+  const answers all = {1000, 1000, 1000, 1000, 1000};
+  const std::vector<std::uint64_t> readers = {3, 3, 2, 1, 0};
+  CHECK(status_count(all, readers) == 2); // the 3rd largest of 5
+  const answers two_silent = {1000, 1000, 1000, std::nullopt, std::nullopt};
+  CHECK(status_count(two_silent, readers) == 2);
+  const answers three_silent = {1000, 1000, std::nullopt, std::nullopt, std::nullopt};
+  CHECK(status_count(three_silent, readers) == 0); // too few answered to say
+  CHECK(format_status_held(900, "", {2, 0, 0}) == "OK HELD 900 readers=2\n");
+  CHECK(format_status_free({0, 1, 3}) == "OK FREE permits=1/3\n");
+  CHECK(format_status_held(900, "me", {0, 2, 2}) == "OK HELD 900 label=me permits=2/2\n");
+}

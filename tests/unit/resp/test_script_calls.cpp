@@ -153,12 +153,20 @@ TEST_CASE("release, extend, fence bump and register replies decode", "[script_ca
         99u);
   CHECK_FALSE(
       std::get<fence_bump_reply>(decode(request_kind::fence_bump, "$2\r\n-1\r\n")).previous);
+  // A master that lost its register answers -2: no previous value, never a counter of 0.
+  const auto lost = std::get<fence_bump_reply>(decode(request_kind::fence_bump, ":-2\r\n"));
+  CHECK(lost.lost_data);
+  CHECK_FALSE(lost.previous);
+  CHECK_FALSE(std::get<fence_bump_reply>(decode(request_kind::fence_bump, ":7\r\n")).previous);
 
   auto registers =
       std::get<register_reply>(decode(request_kind::fleet_read, "*2\r\n$2\r\n12\r\n$-1\r\n"));
   CHECK(registers.ok);
   CHECK(registers.fence == 12u);
   CHECK(registers.max_ttl_ms == 0u); // a missing record reads as 0
+  CHECK(registers.has_fence);
+  CHECK_FALSE(std::get<register_reply>(decode(request_kind::fleet_read, "*2\r\n$-1\r\n$-1\r\n"))
+                  .has_fence); // a new fleet's master, or one that lost its data
   CHECK_FALSE(std::get<register_reply>(decode(request_kind::fleet_read, "*1\r\n$2\r\n12\r\n")).ok);
 
   CHECK(std::get<seed_reply>(decode(request_kind::seed, ":1\r\n")).result == 1);

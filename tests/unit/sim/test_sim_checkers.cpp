@@ -300,3 +300,212 @@ TEST_CASE("mutual exclusion: the lost key may be the one of the grant answered l
   b.h.losses.clear();
   CHECK(check_mutual_exclusion(b.h).size() == 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The lock family: shared holds, permits (the semaphore is resource 2 here), sets.
+
+namespace {
+
+constexpr std::uint32_t semaphore = 2;
+
+// A tagged owner as the engine writes them: "0000", the kind, a permit's slot, then `c`s.
+owner_id tagged(hold_kind kind, std::uint32_t slot, char c) {
+  owner_id o = owner(c);
+  const char* hex = "0123456789abcdef";
+  o[0] = o[1] = o[2] = o[3] = '0';
+  o[4] = hex[static_cast<std::size_t>(kind)];
+  o[5] = hex[slot >> 8 & 0xf];
+  o[6] = hex[slot >> 4 & 0xf];
+  o[7] = hex[slot & 0xf];
+  return o;
+}
+
+struct family_builder : builder {
+  family_builder() {
+    h.resources.push_back("pool"); // a semaphore of 2
+    h.permits = {0, 0, 2};
+  }
+  std::uint32_t shared(std::uint32_t client, std::uint32_t resource, sim_time ok,
+                       std::int64_t validity, std::uint64_t fence, char who) {
+    const auto i = grant(client, resource, ok, validity, fence, who);
+    h.requests[i].hold = hold_kind::shared;
+    h.requests[i].owner = tagged(hold_kind::shared, 0, who);
+    return i;
+  }
+  std::uint32_t permit(std::uint32_t client, sim_time ok, std::int64_t validity,
+                       std::uint64_t fence, std::uint32_t slot, char who, std::uint32_t n = 2) {
+    const auto i = grant(client, semaphore, ok, validity, fence, who);
+    h.requests[i].hold = hold_kind::permit;
+    h.requests[i].permits = n;
+    h.requests[i].owner = tagged(hold_kind::permit, slot, who);
+    return i;
+  }
+  // MLOCK of resources 0 and 1 (named b, a).
+  std::uint32_t set(std::uint32_t client, sim_time ok, std::int64_t validity, std::uint64_t fence,
+                    char who) {
+    const auto i = grant(client, 1, ok, validity, fence, who);
+    request_record& r = h.requests[i];
+    r.hold = hold_kind::multi;
+    r.owner = tagged(hold_kind::multi, 0, who);
+    r.members = {1, 0, 0, 0};
+    r.member_count = 2;
+    return i;
+  }
+};
+
+} // namespace
+
+TEST_CASE("mutual exclusion: two readers share, a writer and a reader do not", "[sim]") {
+  family_builder b;
+  b.shared(0, 0, 1000 * ms, 500, 1, 'a');
+  b.shared(1, 0, 1200 * ms, 500, 2, 'b'); // beside the first reader
+  CHECK(check_mutual_exclusion(b.h).empty());
+
+  b.grant(2, 0, 1400 * ms, 100, 3, 'c'); // a writer among readers
+  CHECK(check_mutual_exclusion(b.h).size() == 2);
+
+  family_builder c;
+  c.grant(0, 0, 1000 * ms, 500, 1, 'a');
+  c.shared(1, 0, 1200 * ms, 500, 2, 'b'); // a reader while a writer holds
+  REQUIRE(check_mutual_exclusion(c.h).size() == 1);
+  CHECK(check_mutual_exclusion(c.h)[0].at == 1200 * ms);
+}
+
+TEST_CASE("mutual exclusion: at most n permits, one per slot, all of the same n", "[sim]") {
+  family_builder b;
+  b.permit(0, 1000 * ms, 500, 1, 0, 'a');
+  b.permit(1, 1100 * ms, 500, 2, 1, 'b'); // two of two
+  b.grant(3, 0, 1100 * ms, 500, 3, 'd');  // a lock of another name never counts
+  CHECK(check_mutual_exclusion(b.h).empty());
+
+  b.permit(2, 1200 * ms, 500, 4, 2, 'c'); // a third, on a slot past n
+  CHECK(check_mutual_exclusion(b.h).size() == 2);
+
+  family_builder same;
+  same.permit(0, 1000 * ms, 500, 1, 1, 'a');
+  same.permit(1, 1100 * ms, 500, 2, 1, 'b'); // two holders of slot 1
+  CHECK(check_mutual_exclusion(same.h).size() == 1);
+
+  family_builder wrong;
+  wrong.permit(0, 1000 * ms, 500, 1, 0, 'a');
+  wrong.permit(1, 1100 * ms, 500, 2, 1, 'b', 3); // granted with another n: the bound is gone
+  CHECK(check_mutual_exclusion(wrong.h).size() == 1);
+
+  family_builder after;
+  after.permit(0, 1000 * ms, 500, 1, 0, 'a');
+  after.permit(1, 1100 * ms, 500, 2, 1, 'b');
+  after.permit(2, 1500 * ms, 500, 3, 0, 'c'); // the first's slot, once it ended
+  CHECK(check_mutual_exclusion(after.h).empty());
+}
+
+TEST_CASE("mutual exclusion: a set holds each member exclusively until MUNLOCK names it", "[sim]") {
+  family_builder b;
+  b.set(0, 1000 * ms, 500, 1, 'a');
+  b.grant(1, 0, 1200 * ms, 500, 2, 'b');  // a lock on a member
+  b.shared(2, 1, 1300 * ms, 500, 3, 'c'); // a reader of the other
+  const auto found = check_mutual_exclusion(b.h);
+  REQUIRE(found.size() == 2);
+  CHECK(found[0].resource == 0);
+  CHECK(found[1].resource == 1);
+
+  family_builder c;
+  const auto held = c.set(0, 1000 * ms, 5000, 1, 'a');
+  // UNLOCK of member 0 with the set's owner, then MUNLOCK of the rest.
+  const auto one = c.follow(client_op::unlock, held, 1100 * ms, 1101 * ms, outcome::ok);
+  c.h.requests[one].member_count = 0;
+  c.h.requests[one].resource = 0;
+  c.grant(1, 0, 1200 * ms, 500, 2, 'b'); // member 0 is free
+  c.grant(2, 1, 1300 * ms, 500, 3, 'c'); // member 1 is not
+  CHECK(check_mutual_exclusion(c.h).size() == 1);
+  const auto rest = c.follow(client_op::unlock, held, 1250 * ms, 1251 * ms, outcome::ok);
+  c.h.requests[rest].members = {1, 0, 0, 0};
+  c.h.requests[rest].member_count = 1;
+  CHECK(check_mutual_exclusion(c.h).empty());
+}
+
+TEST_CASE("mutual exclusion: a lost reader member excuses its writer until told", "[sim]") {
+  family_builder b;
+  b.shared(0, 0, 1000 * ms, 5000, 1, 'a');
+  const auto writer = b.grant(1, 0, 3000 * ms, 500, 2, 'b');
+  data_loss loss;
+  loss.master = 2;
+  loss.at = 2000 * ms;
+  loss.locks.emplace_back(0, tagged(hold_kind::shared, 0, 'a'));
+  b.h.losses.push_back(loss);
+  CHECK(check_mutual_exclusion(b.h).empty());
+  b.h.evidence.push_back({b.h.requests[writer].daemon_instance, 2, 2500 * ms});
+  CHECK(check_mutual_exclusion(b.h).size() == 1);
+}
+
+TEST_CASE("no resurrection: by kind, only a grant the extended hold excludes counts", "[sim]") {
+  family_builder b;
+  const auto reader = b.shared(0, 0, 1000 * ms, 500, 1, 'a');
+  b.shared(1, 0, 1600 * ms, 100, 2, 'b'); // another reader in the gap proves nothing
+  b.follow(client_op::extend, reader, 1800 * ms, 1801 * ms, outcome::ok, 500);
+  CHECK(check_no_resurrection(b.h).empty());
+  b.grant(2, 0, 1700 * ms, 50, 3, 'c'); // a writer in the gap: the reader's entry was gone
+  CHECK(check_no_resurrection(b.h).size() == 1);
+
+  family_builder c;
+  const auto set = c.set(0, 1000 * ms, 500, 1, 'a');
+  c.grant(1, 0, 1600 * ms, 100, 2, 'b'); // a lock of a member in the gap
+  const auto extend = c.follow(client_op::extend, set, 1800 * ms, 1801 * ms, outcome::ok, 500);
+  c.h.requests[extend].members = {0, 1, 0, 0}; // MEXTEND 2 a b
+  CHECK(check_no_resurrection(c.h).size() == 1);
+}
+
+TEST_CASE("contract: PERMITS with the wrong n is refused PERMITS_MISMATCH, the right n never",
+          "[sim]") {
+  family_builder b;
+  b.permit(0, 1000 * ms, 900, 1, 0, 'a');
+  const auto wrong = b.waiter(0, semaphore, 1100 * ms, 1102 * ms, outcome::busy, -1);
+  b.h.requests[wrong].hold = hold_kind::permit;
+  b.h.requests[wrong].permits = 3;
+  b.h.requests[wrong].decided = 1102 * ms;
+  CHECK(check_contract(b.h).size() == 1); // its client held a permit: n was in force
+  b.h.requests[wrong].result = outcome::permits_mismatch;
+  CHECK(check_contract(b.h).empty());
+
+  const auto right = b.waiter(1, semaphore, 1500 * ms, 1502 * ms, outcome::permits_mismatch, -1);
+  b.h.requests[right].hold = hold_kind::permit;
+  b.h.requests[right].permits = 2;
+  CHECK(check_contract(b.h).empty()); // the wrong request's 'pool permits' may still live
+  b.h.requests[right].invoke = 9000 * ms;
+  b.h.requests[right].reply = 9002 * ms;
+  CHECK(check_contract(b.h).size() == 1); // long after: n was changed
+}
+
+TEST_CASE("liveness: readers do not keep a reader waiting, a writer's wait is what readers "
+          "pass",
+          "[sim]") {
+  family_builder b;
+  b.shared(0, 0, 10'000 * ms, 2000, 1, 'a');
+  const auto reader = b.waiter(1, 0, 10'100 * ms, 11'500 * ms, outcome::busy, 1400);
+  b.h.requests[reader].hold = hold_kind::shared;
+  CHECK(has(check_liveness(b.h), "liveness")); // only another reader held it
+  b.h.requests[reader].hold = hold_kind::exclusive;
+  CHECK(check_liveness(b.h).empty()); // a writer waits for the reader
+
+  // The writer at 20 s is passed by forty readers that came after it, until it gives up.
+  family_builder c;
+  c.waiter(1, 0, 20'000 * ms, 28'000 * ms, outcome::busy, 8'000);
+  for (int i = 0; i < 40; ++i)
+    c.shared(static_cast<std::uint32_t>(i % 2 == 0 ? 0 : 2), 0, 20'100 * ms + i * 200 * ms, 300,
+             static_cast<std::uint64_t>(i + 1), 'r');
+  CHECK(has(check_liveness(c.h), "liveness"));
+  liveness_bounds lenient;
+  lenient.passed_by_readers = 50;
+  CHECK(check_liveness(c.h, lenient).empty());
+}
+
+TEST_CASE("liveness: a permit waiter waits while all n are held, not once one is free", "[sim]") {
+  family_builder b;
+  b.permit(0, 10'000 * ms, 3000, 1, 0, 'a');
+  b.permit(2, 10'000 * ms, 1000, 2, 1, 'b'); // slot 1 is free from about 11 s
+  const auto waiter = b.waiter(1, semaphore, 10'100 * ms, 12'000 * ms, outcome::busy, 1900);
+  b.h.requests[waiter].hold = hold_kind::permit;
+  b.h.requests[waiter].permits = 2;
+  CHECK(has(check_liveness(b.h), "liveness"));
+  b.h.requests[waiter].reply = 11'100 * ms; // it gave up soon after
+  CHECK(check_liveness(b.h).empty());
+}
