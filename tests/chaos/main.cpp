@@ -231,7 +231,6 @@ class cluster {
       daemons_.push_back(std::make_unique<chaos_daemon>(
           spec_.daemon_bin, work_.path() / ("daemon" + std::to_string(d)), nodes, extra, 3));
     }
-    fleet_started_ns_ = monotonic_ns();
     banked_.resize(daemons_.size());
     const int sets_only = spec_.has_mode("set") ? spec_.set_only_resources : 0;
     for (int r = 0; r < spec_.resources + sets_only; ++r)
@@ -385,11 +384,6 @@ class cluster {
 
   // (b): a master restarts empty while a daemon is down; the daemon must see it at start.
   void restart_master_while_daemon_down(std::size_t d, std::size_t node) {
-    // A daemon starting quarantines every master younger than the longest TTL (it may have
-    // restarted): early in a run the whole fleet, whose quarantines then end together, the
-    // restarted master's with the rest, before the check below could see it.
-    while (monotonic_ns() < fleet_started_ns_ + (spec_.max_ttl_ms() + 500) * 1'000'000)
-      std::this_thread::sleep_for(50ms);
     fault f{"restart-master-daemon-down", "daemon" + std::to_string(d) + "," + node_names({node}),
             monotonic_ns()};
     bank_counters(d);
@@ -1012,7 +1006,6 @@ class cluster {
   std::uint64_t forward_jumps_made_ = 0;
   std::uint64_t backward_jumps_made_ = 0;
   std::int64_t last_fault_end_ns_ = 0;
-  std::int64_t fleet_started_ns_ = 0; // the masters' first start (about: the daemons' start)
   std::int64_t clients_done_ns_ = 0;
 };
 
