@@ -299,6 +299,38 @@ checker_result check_permit_bound(const std::vector<operation>& history) {
   return result;
 }
 
+checker_result check_writer_waits(const std::vector<operation>& history, std::int64_t bound_ms) {
+  checker_result result{"C4-RW a waiting writer gets in past readers"};
+  const std::int64_t bound_ns = bound_ms * 1'000'000;
+  for (const auto& wait : history) {
+    if (wait.kind != "lock" || wait.mode != "exclusive")
+      continue;
+    const bool busy = wait.outcome == "fail" && wait.reply.rfind("BUSY", 0) == 0;
+    if (wait.outcome != "ok" && !busy)
+      continue;
+    ++result.checked;
+    if (!busy || wait.complete_ns - wait.invoke_ns < bound_ns)
+      continue;
+    // Another exclusive hold or a set may have held the resource (up to its TTL): no verdict.
+    const bool excused = std::any_of(history.begin(), history.end(), [&](const operation& other) {
+      if (&other == &wait || other.kind != "lock" || other.outcome != "ok" ||
+          other.mode == "shared" || other.mode == "permit")
+        return false;
+      const auto names = held_names(other);
+      return std::find(names.begin(), names.end(), wait.resource) != names.end() &&
+             other.invoke_ns < wait.complete_ns &&
+             other.invoke_ns + std::max(other.ttl_ms, other.validity_ms) * 1'000'000 >
+                 wait.invoke_ns;
+    });
+    if (!excused)
+      result.add(wait.resource + ": " + wait.process + "@daemon" + std::to_string(wait.daemon) +
+                 " waited " + std::to_string((wait.complete_ns - wait.invoke_ns) / 1'000'000) +
+                 " ms from " + ms_text(wait.invoke_ns) + " and got " + wait.reply +
+                 " with no other writer: starved by readers");
+  }
+  return result;
+}
+
 checker_result check_fence_order(const std::vector<operation>& history) {
   checker_result result{"C2 fences increase in real-time order"};
   std::vector<const operation*> by_ok;

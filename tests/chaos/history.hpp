@@ -103,6 +103,11 @@ checker_result check_permit_bound(const std::vector<operation>& history);
 // C1-multi: C1 per member, where a set's window counts for each of its members: no set overlaps
 // an exclusive LOCK or another set on a resource both hold.
 checker_result check_set_overlap(const std::vector<operation>& history);
+// C4-RW (liveness; a schedule of readers and one writer): a writer's intent stops new readers,
+// so an exclusive LOCK ... WAIT refused BUSY after waiting at least `bound_ms` (longer than any
+// reader holds), while no other exclusive hold or set could have held its resource, is a writer
+// starved by a stream of readers. Checked: the exclusive LOCKs answered OK or BUSY.
+checker_result check_writer_waits(const std::vector<operation>& history, std::int64_t bound_ms);
 // The window end the C1 checkers use for each successful LOCK, by (process, owner).
 std::map<std::pair<std::string, std::string>, std::int64_t>
 window_ends(const std::vector<operation>& history);

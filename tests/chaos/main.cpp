@@ -1,6 +1,8 @@
 // redlockd-chaos: a Jepsen-style fault-injection suite for redlockd. See tests/chaos/README.md.
 //
 //   redlockd-chaos [--daemon-bin PATH] --short           every schedule once, plus the controls
+//                                                        (not the lock family's schedules)
+//   redlockd-chaos [--daemon-bin PATH] --kinds           the lock family's schedules and controls
 //   redlockd-chaos [--daemon-bin PATH] --long [MINUTES]  every schedule longer, then the mix
 //   redlockd-chaos [--daemon-bin PATH] --one SCHEDULE [--weakened] [--cycles N]
 //   redlockd-chaos client ...         one client process (started by the harness)
@@ -101,6 +103,8 @@ struct run_spec {
   int permits = 2;
   // split-daemons: hold the split until a fresh permit lives on each side (T-c1).
   bool split_permits = false;
+  // C4-RW's bound (0: not checked): a writer refused BUSY after waiting this long is starved.
+  std::int64_t writer_wait_bound_ms = 0;
   nlohmann::json daemon_config = nlohmann::json::object(); // more daemon settings
   // Daemon 1 reaches masters 3 and 4 only through a blackhole for the whole run (two-daemon
   // restart: its grants land on masters 0-2 only).
@@ -157,7 +161,7 @@ struct run_report {
 
   static bool is_safety(const checker_result& c) {
     return c.name != "locks can be taken after heal" && c.name != "no lock key left after heal" &&
-           c.name != "daemons alive, logs clean";
+           c.name != "daemons alive, logs clean" && !c.name.starts_with("C4-RW ");
   }
   std::size_t safety_violations() const {
     std::size_t n = 0;
@@ -1115,20 +1119,6 @@ std::vector<client_plan> keep_clients(std::int64_t ttl) {
           {1, "keep", ttl, ttl + 1000, ttl * 2}};
 }
 
-// The lock family beside the exclusive clients, on the same resources: a shared reader and a set
-// client per daemon, and three permit clients of a semaphore of two (more contenders than
-// permits), two of them on daemon 0. Readers hold half as long, so that writers and sets get in.
-std::vector<client_plan> kind_clients(std::int64_t ttl, std::int64_t hold_min,
-                                      std::int64_t hold_max) {
-  return {{0, "shared", ttl, hold_min / 2, hold_max / 2},
-          {1, "shared", ttl, hold_min / 2, hold_max / 2},
-          {0, "set", ttl, hold_min, hold_max},
-          {1, "set", ttl, hold_min, hold_max},
-          {0, "permit", ttl, hold_min, hold_max},
-          {1, "permit", ttl, hold_min, hold_max},
-          {0, "permit", ttl, hold_min, hold_max}};
-}
-
 std::vector<client_plan> operator+(std::vector<client_plan> a, const std::vector<client_plan>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -1136,11 +1126,13 @@ std::vector<client_plan> operator+(std::vector<client_plan> a, const std::vector
 
 struct schedule_info {
   std::string name;
-  std::string family; // plain, keep, two-daemon, permits, or "" (no weakened control)
+  std::string family; // plain, keep, two-daemon, a kind's, or "" (no weakened control)
   std::string what;
   // The weakened control's daemon flag, and the checker that must catch it ("": any).
   std::string weakening;
   std::string caught_by;
+  // A schedule of the lock family (--kinds, --one, --long; not in --short: CI's time).
+  bool kind = false;
 };
 
 constexpr const char* no_quarantine = "unsafe_disable_quarantine";
@@ -1167,16 +1159,27 @@ const std::vector<schedule_info>& schedules() {
        "", ""},
       {"pause-daemon-keep", "", "daemon0 SIGSTOPped for TTL + 1 s while it holds KEEP locks", "",
        ""},
-      {"split-daemons", "permits",
-       "daemon0 loses masters 3,4 while daemon1 loses 0,1, until a permit of s0 (n = 2) lives on "
-       "each side; heal (T-c1)",
-       "unsafe_count_permits_per_master", "C1-k"},
+      {"split-daemons", "", "daemon0 loses masters 3,4 while daemon1 loses 0,1, for 4 s", "", ""},
       {"clock-backward", "", "node2's clock jumps 2 s backward", "", ""},
       {"clock-creep", "",
        "masters 3,4 cut off; a grant lands on 0-2; node2's clock creeps forward in 450 ms steps "
        "until the key is gone there; heal",
        "", ""},
       {"mixed", "", "every nemesis in turn (long mode)", "", ""},
+      {"shared-split", "shared",
+       "split's nemesis (node2 restarts empty) with shared readers beside exclusive writers",
+       no_quarantine, "C1-RW", true},
+      {"set-split", "set",
+       "split's nemesis (node2 restarts empty) with MLOCK sets beside exclusive leases",
+       no_quarantine, "C1-multi", true},
+      {"permit-split-daemons", "permit",
+       "daemon0 loses masters 3,4 while daemon1 loses 0,1, until a permit of s0 (n = 2) lives on "
+       "each side; heal (T-c1)",
+       "unsafe_count_permits_per_master", "C1-k", true},
+      {"shared-intent", "write intent",
+       "no fault: five readers through daemon1 overlap without end while a writer WAITs through "
+       "daemon0 (T-b4); its intent must stop new readers",
+       "unsafe_no_write_intent", "C4-RW", true},
   };
   return all;
 }
@@ -1193,23 +1196,42 @@ std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
       spec.weakened_caught_by = s.caught_by;
     }
   if (schedule == "split" || schedule == "mixed") {
-    spec.clients = plain_clients(5000, 1500, 3500) + kind_clients(5000, 1500, 3500);
+    spec.clients = plain_clients(5000, 1500, 3500);
   } else if (schedule == "keep-split") {
     spec.clients = keep_clients(5000);
     spec.min_grants = 4;
     spec.min_writes = 4;
   } else if (schedule == "two-daemon-restart") {
     spec.daemon1_without_3_4 = true;
-    // Every kind on both sides: daemon 1's long holds are what master 2 forgets.
-    spec.clients = {{0, "lease", 1000, 100, 400},  {1, "lease", 8000, 3500, 5000},
-                    {0, "lease", 1000, 100, 400},  {1, "extend", 8000, 2500, 3000},
-                    {0, "shared", 1000, 100, 400}, {1, "shared", 8000, 2000, 3000},
-                    {0, "set", 1000, 100, 400},    {1, "set", 8000, 3500, 5000},
-                    {0, "permit", 1000, 100, 400}, {1, "permit", 8000, 3500, 5000},
-                    {0, "permit", 1000, 100, 400}};
+    spec.clients = {{0, "lease", 1000, 100, 400},
+                    {1, "lease", 8000, 3500, 5000},
+                    {0, "lease", 1000, 100, 400},
+                    {1, "extend", 8000, 2500, 3000}};
   } else if (schedule == "restart-daemon-down") {
-    spec.clients = plain_clients(3000, 500, 1500) + kind_clients(3000, 500, 1500);
-  } else if (schedule == "split-daemons") {
+    spec.clients = plain_clients(3000, 500, 1500);
+  } else if (schedule == "split-daemons" || schedule == "clock-backward") {
+    spec.clients = waiting_clients(3000, 500, 1500);
+  } else if (schedule == "shared-split") {
+    // Readers outnumber writers: an intruder after node2 forgot a hold is most often a reader
+    // beside a writer's lease, or a writer beside readers (C1-RW), rarely two writers (C1).
+    spec.clients = {{0, "lease", 5000, 1500, 3500},  {1, "wait", 5000, 1500, 3500},
+                    {0, "shared", 5000, 1500, 3500}, {1, "shared", 5000, 1500, 3500},
+                    {0, "shared", 5000, 1500, 3500}, {1, "shared", 5000, 1500, 3500}};
+  } else if (schedule == "set-split") {
+    // Sets of 2 or 3 of r0-r4 and leases of r0-r2: most overlaps involve a set (C1-multi).
+    spec.clients = {{0, "set", 5000, 1500, 3500},
+                    {1, "set", 5000, 1500, 3500},
+                    {0, "set", 5000, 1500, 3500},
+                    {1, "lease", 5000, 1500, 3500}};
+  } else if (schedule == "shared-intent") {
+    // One resource. Readers hold 0.8-1.5 s and rest 0.1-0.5 s: five of them leave almost no gap.
+    // The writer holds briefly and asks again at once (WAIT 0.5-4 s).
+    spec.resources = 1;
+    spec.clients = {{0, "wait", 5000, 200, 500},    {1, "shared", 5000, 800, 1500},
+                    {1, "shared", 5000, 800, 1500}, {1, "shared", 5000, 800, 1500},
+                    {1, "shared", 5000, 800, 1500}, {1, "shared", 5000, 800, 1500}};
+    spec.writer_wait_bound_ms = 2500; // the longest reader hold and a second
+  } else if (schedule == "permit-split-daemons") {
     // Readers on both sides (T-b1: a writer must wait for both), and two permit clients of s0
     // per daemon holding long enough to outlive the heal (T-c1). The daemons reconnect within
     // 250 ms of the heal, so that the third request meets all five masters while they hold.
@@ -1220,8 +1242,6 @@ std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
                                  {0, "permit", 5000, 4000, 4500}, {1, "permit", 5000, 4000, 4500}};
     spec.split_permits = true;
     spec.daemon_config = {{"redis_backoff_max_ms", 250}};
-  } else if (schedule == "clock-backward") {
-    spec.clients = waiting_clients(3000, 500, 1500);
   } else if (schedule == "kill-daemon-keep" || schedule == "pause-daemon-keep") {
     spec.clients = {{0, "keep", 4000, 5000, 7000},
                     {1, "lease", 4000, 500, 1500},
@@ -1250,7 +1270,7 @@ std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
 void run_cycle(cluster& c, const run_spec& spec, int k) {
   const auto ttl = std::chrono::milliseconds(spec.max_ttl_ms());
   const auto s = spec.schedule;
-  if (s == "split") {
+  if (s == "split" || s == "shared-split" || s == "set-split") {
     c.split_then(k % 2 == 0 ? "restart" : "clock");
     // Give the intruders time while the first holders' leases are still running.
     std::this_thread::sleep_for(ttl + 1s);
@@ -1269,12 +1289,14 @@ void run_cycle(cluster& c, const run_spec& spec, int k) {
   } else if (s == "pause-daemon-keep") {
     c.pause_daemon_with_keep(0, ttl + 1s);
     std::this_thread::sleep_for(2s);
-  } else if (s == "split-daemons") {
+  } else if (s == "split-daemons" || s == "permit-split-daemons") {
     c.split_daemons(4s);
     std::this_thread::sleep_for(2s);
   } else if (s == "clock-backward") {
     c.jump_clock(-2s);
     std::this_thread::sleep_for(ttl);
+  } else if (s == "shared-intent") {
+    std::this_thread::sleep_for(8s); // no fault: the readers' stream is the test
   } else if (s == "clock-creep") {
     c.split_then("creep");
     std::this_thread::sleep_for(ttl);
@@ -1339,6 +1361,8 @@ run_report run_one(const run_spec& spec) {
     report.checks.push_back(check_shared_overlap(history));
     report.checks.push_back(check_permit_bound(history));
     report.checks.push_back(check_set_overlap(history));
+    if (spec.writer_wait_bound_ms > 0)
+      report.checks.push_back(check_writer_waits(history, spec.writer_wait_bound_ms));
     report.checks.push_back(check_fence_order(history));
     report.checks.push_back(check_lost_writes(history, final_store));
     if (!c.kills().empty())
@@ -1360,7 +1384,7 @@ run_report run_one(const run_spec& spec) {
     for (const auto& f : c.faults())
       ++report.faults[f.kind];
     std::string why;
-    if (!judge(report, why) || std::getenv("CHAOS_KEEP_ALL") != nullptr) // TEMP
+    if (!judge(report, why))
       keep_artifacts(c.work_path(), report);
   } catch (const std::exception& e) {
     report.error = e.what();
@@ -1473,6 +1497,7 @@ int usage() {
                "       redlockd-chaos [--daemon-bin PATH] --long [MINUTES]   (default 30)\n"
                "       redlockd-chaos [--daemon-bin PATH] --one SCHEDULE [--weakened] "
                "[--cycles N]\n"
+               "       redlockd-chaos [--daemon-bin PATH] --kinds   (the lock family's schedules)\n"
                "       redlockd-chaos --list\n"
                "The daemon binary defaults to $REDLOCKD_CHAOS_DAEMON, else the one built here.\n";
   return 2;
@@ -1483,7 +1508,7 @@ int usage() {
 std::vector<run_spec> short_specs(const std::string& bin) {
   std::vector<run_spec> out;
   for (const auto& s : schedules()) {
-    if (s.name == "mixed")
+    if (s.name == "mixed" || s.kind)
       continue;
     auto spec = *make_spec(s.name, false, bin);
     spec.cycles = s.name == "clock-creep" || s.name == "split-daemons" ||
@@ -1497,6 +1522,18 @@ std::vector<run_spec> short_specs(const std::string& bin) {
       weak.cycles = spec.cycles;
       out.push_back(weak);
     }
+  }
+  return out;
+}
+
+// The lock family's schedules, two cycles each, and their weakened controls (--kinds).
+std::vector<run_spec> kind_specs(const std::string& bin) {
+  std::vector<run_spec> out;
+  for (const auto& s : schedules()) {
+    if (!s.kind)
+      continue;
+    out.push_back(*make_spec(s.name, false, bin));
+    out.push_back(*make_spec(s.name, true, bin));
   }
   return out;
 }
@@ -1563,6 +1600,8 @@ int main(int argc, char** argv) {
   }
   if (args.size() == 1 && args[0] == "--short")
     return run_all(short_specs(bin), "--short");
+  if (args.size() == 1 && args[0] == "--kinds")
+    return run_all(kind_specs(bin), "--kinds");
   if (!args.empty() && args[0] == "--long")
     return run_all(long_specs(bin, args.size() > 1 ? std::stoi(args[1]) : 30), "--long");
   if (!args.empty() && args[0] == "--one" && args.size() >= 2) {

@@ -397,3 +397,32 @@ TEST_CASE("a history line keeps the kind of its lock", "[chaos]") {
   CHECK(permit.slot == 1);
   CHECK(permit.permits == 2);
 }
+
+TEST_CASE("C4-RW flags a writer refused after a long WAIT with no other writer", "[chaos]") {
+  auto busy = [](const std::string& process, std::int64_t invoke_ms, std::int64_t done_ms) {
+    auto op = lock_ok(process, "", 0, invoke_ms, done_ms, 0);
+    op.outcome = "fail";
+    op.reply = "BUSY 800";
+    return op;
+  };
+  const auto reader = shared_ok("c1", "a", 1, 0, 5, 5000);
+  // Refused after 3 s behind readers only: starved.
+  const auto starved = check_writer_waits({reader, busy("c0", 100, 3100)}, 2500);
+  CHECK(starved.violations == 1);
+  CHECK(starved.checked == 1);
+  // Refused after a short WAIT, or granted: no verdict against it.
+  const auto fine = check_writer_waits(
+      {reader, busy("c0", 100, 1100), lock_ok("c0", "w", 2, 1200, 2400, 5000)}, 2500);
+  CHECK(fine.violations == 0);
+  CHECK(fine.checked == 2);
+  // Another writer or a set held the resource meanwhile: excused.
+  CHECK(check_writer_waits({lock_ok("c2", "b", 2, 0, 5, 5000), busy("c0", 100, 3100)}, 2500)
+            .violations == 0);
+  CHECK(check_writer_waits({set_ok("c2", "b", {"r1", "r0"}, 2, 0, 5, 5000), busy("c0", 100, 3100)},
+                           2500)
+            .violations == 0);
+  // A permit of a semaphore named like the resource holds nothing of it.
+  CHECK(check_writer_waits(
+            {on(permit_ok("c2", "b", 0, 2, 0, 5, 5000), "r0"), busy("c0", 100, 3100)}, 2500)
+            .violations == 1);
+}
