@@ -1177,7 +1177,7 @@ const std::vector<schedule_info>& schedules() {
        "each side; heal (T-c1)",
        "unsafe_count_permits_per_master", "C1-k", true},
       {"shared-intent", "write intent",
-       "no fault: five readers through daemon1 overlap without end while a writer WAITs through "
+       "no fault: seven readers through daemon1 overlap without end while a writer WAITs through "
        "daemon0 (T-b4); its intent must stop new readers",
        "unsafe_no_write_intent", "C4-RW", true},
   };
@@ -1224,13 +1224,15 @@ std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
                     {0, "set", 5000, 1500, 3500},
                     {1, "lease", 5000, 1500, 3500}};
   } else if (schedule == "shared-intent") {
-    // One resource. Readers hold 0.8-1.5 s and rest 0.1-0.5 s: five of them leave almost no gap.
-    // The writer holds briefly and asks again at once (WAIT 0.5-4 s).
+    // One resource. Readers hold 0.8-1.5 s and rest 0.1-0.5 s: seven of them leave almost no
+    // gap. The writer holds briefly and asks again at once (WAIT 0.5-4 s).
     spec.resources = 1;
-    spec.clients = {{0, "wait", 5000, 200, 500},    {1, "shared", 5000, 800, 1500},
-                    {1, "shared", 5000, 800, 1500}, {1, "shared", 5000, 800, 1500},
-                    {1, "shared", 5000, 800, 1500}, {1, "shared", 5000, 800, 1500}};
-    spec.writer_wait_bound_ms = 2500; // the longest reader hold and a second
+    spec.clients = {{0, "wait", 5000, 200, 500}};
+    for (int i = 0; i < 7; ++i)
+      spec.clients.push_back({1, "shared", 5000, 800, 1500});
+    spec.writer_wait_bound_ms = 2500;
+    spec.min_writes = 1; // only the writer writes: starved, it writes little (the control) // the
+                         // longest reader hold and a second
   } else if (schedule == "permit-split-daemons") {
     // Readers on both sides (T-b1: a writer must wait for both), and two permit clients of s0
     // per daemon holding long enough to outlive the heal (T-c1). The daemons reconnect within
