@@ -13,12 +13,6 @@
 namespace redlockd {
 namespace {
 
-// A semaphore asked with another n than its waiters': the masters say which n is in force
-// (PERMITS_MISMATCH), never a BUSY from the queue (found by the simulator, seed 3 --mix permit).
-bool other_permits(const operation& op, const operation& head) {
-  return op.hold_kind == lock_kind::permit && op.permits != head.permits;
-}
-
 // The seed of the retry jitter: from `random` when one is injected (the simulator), else from
 // std::random_device.
 std::minstd_rand::result_type jitter_seed(const random_bytes& random) {
@@ -123,7 +117,7 @@ void lock_engine::start_lock(std::uint32_t slot, bool keep, std::optional<std::u
       try_acquire(slot);
     return;
   }
-  if (const auto head = queues_.head(op.key); head && !other_permits(op, slots_[head->slot])) {
+  if (queues_.head(op.key)) {
     // Waiters are served first come, first served: a try-lock does not jump the queue.
     ++counters_.busy;
     finish(slot, format_busy(0));

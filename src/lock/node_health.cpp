@@ -69,6 +69,7 @@ void node_health::judge(std::size_t node, const node_facts& facts) {
   const bool first_contact = h.run_id.empty();
   const bool new_run = !first_contact && h.run_id != facts.run_id;
   h.run_id.assign(facts.run_id);
+  h.no_fence = !facts.fence; // until its seed lands (a restarted-empty master's too)
   if (new_run || (first_contact && facts.uptime_ms < max_ttl_)) {
     if (new_run) {
       ++counters_.restarts;
@@ -91,7 +92,6 @@ void node_health::judge(std::size_t node, const node_facts& facts) {
       log_.warn("node {} has no fence counter while the fleet has one: its data was lost",
                 cfg_.nodes[node].to_string());
     }
-    h.no_fence = true;
     quarantine(node, quarantine_reason::keyloss, now);
     return;
   }
@@ -198,7 +198,8 @@ void node_health::start_fleet_read(std::size_t node) {
   node_record& h = nodes_[node];
   h.read_generation = next_generation(h.read_generation);
   h.read_done = false;
-  h.read_sent = h.read_answers = h.read_trusted_answers = h.read_without_fence = 0;
+  h.read_sent = h.read_answers = h.read_trusted_answers = h.read_without_fence = h.read_with_fence =
+      0;
   h.read_answered = 0;
   h.read_fence = h.read_max_ttl = 0;
   command_.clear();
@@ -231,7 +232,9 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
     h.read_answered |= std::uint32_t{1} << answering;
     if (trusted(answering))
       ++h.read_trusted_answers;
-    if (!reply->has_fence)
+    if (reply->has_fence)
+      ++h.read_with_fence;
+    else
       ++h.read_without_fence;
   }
   std::size_t trusted_nodes = 0;
@@ -239,14 +242,16 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
     if (other != tag.op && trusted(other))
       ++trusted_nodes;
   const bool majority = h.read_trusted_answers >= quorum(node_count_);
-  // When a majority has no fence register (a new fleet, or a majority lost its data: fences may
-  // go back, PROTOCOL.md) there is no better answer to wait for. Fewer without one, and the
-  // others down or in quarantine: the counter lives on the masters not heard, so wait for them
-  // (the simulator's seed 41754: two masters that lost their data were seeded from one that had
-  // been down since the start, and tokens went back to 1).
+  // Fewer than a majority trusted (a young fleet's masters are all in restart quarantine), yet
+  // every master asked answered: enough when a majority of the masters has its fence register
+  // (kept, or seeded from a majority), or when a majority has none (a new fleet, or a majority
+  // lost its data: fences may go back, PROTOCOL.md). Otherwise the counter lives on masters not
+  // heard: wait for them (the simulator's seed 41754: two masters that lost their data were
+  // seeded from the one master up, down since the start, and tokens went back to 1).
   const std::size_t without_fence = h.read_without_fence + (h.no_fence ? 1 : 0);
-  const bool best_effort = trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent &&
-                           without_fence >= quorum(node_count_);
+  const bool best_effort =
+      trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent &&
+      (h.read_with_fence >= quorum(node_count_) || without_fence >= quorum(node_count_));
   if (majority || best_effort) {
     fleet_read_done(tag.op);
     return;

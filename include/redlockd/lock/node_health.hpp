@@ -101,6 +101,7 @@ class node_health {
     std::size_t read_answers = 0;         // answers and failures
     std::size_t read_trusted_answers = 0; // answers from trusted masters
     std::size_t read_without_fence = 0;   // answers of masters without a fence register
+    std::size_t read_with_fence = 0;      // answers of masters with one, trusted or not
     bool no_fence = false;                // judged without one; until its seed lands
     std::uint32_t read_answered = 0;      // the masters that answered, as a bit set
     std::uint64_t read_fence = 0;
