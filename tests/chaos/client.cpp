@@ -3,6 +3,7 @@
 // JSON line, written and flushed when it completes.
 #include "client.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -93,8 +94,15 @@ int run_client(const client_options& options) {
   const bool keep = options.mode == "keep";
   const bool wait = options.mode == "wait";
   const bool extend = options.mode == "extend";
-  if (!keep && !wait && !extend && options.mode != "lease")
+  const bool shared = options.mode == "shared";
+  const bool permit = options.mode == "permit";
+  const bool set = options.mode == "set";
+  if (!keep && !wait && !extend && !shared && !permit && !set && options.mode != "lease")
     throw std::runtime_error("unknown client mode " + options.mode);
+  if (set && options.resources.size() < 2)
+    throw std::runtime_error("a set client needs at least two resources");
+  // The history's name for how this client holds its locks.
+  const std::string hold_mode = shared ? "shared" : permit ? "permit" : set ? "set" : "exclusive";
   history_writer history(options.history_file);
   register_client store(options.register_socket);
   std::optional<test::line_client> daemon;
@@ -111,6 +119,7 @@ int run_client(const client_options& options) {
     op.resource = resource;
     op.daemon = options.daemon_index;
     op.invoke_ns = monotonic_ns();
+    op.mode = hold_mode;
     return op;
   };
   const auto reply_timeout = std::chrono::milliseconds(options.reply_timeout_ms);
@@ -184,13 +193,14 @@ int run_client(const client_options& options) {
     history.record(lost);
   };
 
-  // READ the register with the fence: the elements read, or std::nullopt when refused.
+  // READ the register with the fence (SREAD for a shared holder): the elements read, or
+  // std::nullopt when refused.
   auto read_register = [&](const std::string& resource,
                            std::uint64_t fence) -> std::optional<std::string> {
     operation read = base("read", resource);
     read.fence = fence;
-    const std::string reply =
-        store.request("READ " + resource + " " + std::to_string(fence) + " " + options.name);
+    const std::string reply = store.request((shared ? "SREAD " : "READ ") + resource + " " +
+                                            std::to_string(fence) + " " + options.name);
     read.complete_ns = monotonic_ns();
     read.reply = reply.substr(0, 80);
     read.outcome = reply.rfind("OK ", 0) == 0 ? "ok" : "fail";
@@ -222,16 +232,49 @@ int run_client(const client_options& options) {
     return monotonic_ns() >= options.until_ns ||
            (!options.stop_file.empty() && std::filesystem::exists(options.stop_file));
   };
+  auto pick = [&](const std::vector<std::string>& from) {
+    return from[static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(from.size()) - 1))];
+  };
+  // A set's members in a random order: the daemon must take them whatever the order.
+  auto shuffled = [&](std::vector<std::string> names) {
+    std::shuffle(names.begin(), names.end(), random);
+    return names;
+  };
+  auto joined = [](const std::vector<std::string>& names, const std::string& separator) {
+    std::string out;
+    for (const auto& name : names)
+      out += (out.empty() ? "" : separator) + name;
+    return out;
+  };
   while (!stopped()) {
-    const std::string resource = options.resources[static_cast<std::size_t>(
-        uniform(0, static_cast<std::int64_t>(options.resources.size()) - 1))];
+    std::vector<std::string> members; // set: 2 or 3 resources, in the order the MLOCK names them
+    std::string resource;
+    std::string request;
+    if (set) {
+      const auto count = uniform(
+          2, std::min<std::int64_t>(3, static_cast<std::int64_t>(options.resources.size())));
+      members = shuffled(options.resources);
+      members.resize(static_cast<std::size_t>(count));
+      resource = joined(members, "+");
+      request = "MLOCK " + std::to_string(count) + " " + joined(members, " ") + " " +
+                std::to_string(options.ttl_ms);
+    } else {
+      resource = pick(options.resources);
+      request = "LOCK " + resource + " " + std::to_string(options.ttl_ms);
+      if (shared)
+        request += " SHARED";
+      if (permit)
+        request += " PERMITS " + std::to_string(options.permits);
+    }
     operation lock = base("lock", resource);
     lock.keep = keep;
     lock.ttl_ms = options.ttl_ms;
+    lock.members = members;
+    if (permit)
+      lock.permits = options.permits;
     std::string error;
-    std::string request = "LOCK " + resource + " " + std::to_string(options.ttl_ms);
     auto timeout = reply_timeout;
-    if (wait) {
+    if (wait || (set && uniform(0, 1) == 0)) {
       const auto wait_ms = uniform(500, 4000);
       request += " WAIT " + std::to_string(wait_ms);
       timeout += std::chrono::milliseconds(wait_ms);
@@ -250,6 +293,8 @@ int run_client(const client_options& options) {
       lock.owner = grant->owner;
       lock.fence = grant->fence;
       lock.validity_ms = grant->validity_ms;
+      if (permit) // the owner's characters 6 to 8 are the slot, in hex
+        lock.slot = std::stoi(grant->owner.substr(5, 3), nullptr, 16);
     } else {
       lock.outcome = "fail";
       lock.reply = *reply;
@@ -320,6 +365,30 @@ int run_client(const client_options& options) {
           break; // not sure of the lock any more: no write
         write_register(resource, grant->fence, *elements);
       }
+    } else if (shared) {
+      // A reader reads, twice: a writer granted inside its window would make the second stale.
+      if (read_register(resource, grant->fence)) {
+        std::this_thread::sleep_for(hold());
+        read_register(resource, grant->fence);
+      }
+    } else if (permit) {
+      // The permit's slot is a mutex: its own register, read-sleep-write as under a lock.
+      const std::string lane = resource + "#" + std::to_string(lock.slot);
+      if (const auto elements = read_register(lane, grant->fence)) {
+        std::this_thread::sleep_for(hold());
+        write_register(lane, grant->fence, *elements);
+      }
+    } else if (set) {
+      // Every member's register, with the set's one fence.
+      std::vector<std::pair<std::string, std::string>> read;
+      for (const auto& member : members)
+        if (const auto elements = read_register(member, grant->fence))
+          read.emplace_back(member, *elements);
+      if (!read.empty()) {
+        std::this_thread::sleep_for(hold());
+        for (const auto& [member, elements] : read)
+          write_register(member, grant->fence, elements);
+      }
     } else {
       // Read-sleep-write under the lock, the fence travelling with both accesses.
       if (const auto elements = read_register(resource, grant->fence)) {
@@ -330,7 +399,10 @@ int run_client(const client_options& options) {
 
     operation unlock = base("unlock", resource);
     unlock.owner = grant->owner;
-    const auto unlock_reply = ask("UNLOCK " + resource + " " + grant->owner, reply_timeout, error);
+    const std::string release = set ? "MUNLOCK " + std::to_string(members.size()) + " " +
+                                          joined(shuffled(members), " ") + " " + grant->owner
+                                    : "UNLOCK " + resource + " " + grant->owner;
+    const auto unlock_reply = ask(release, reply_timeout, error);
     unlock.complete_ns = monotonic_ns();
     unlock.reply = unlock_reply.value_or(error);
     unlock.outcome = !unlock_reply ? "info" : *unlock_reply == "OK" ? "ok" : "fail";
@@ -339,6 +411,11 @@ int run_client(const client_options& options) {
       if (const auto push = take_lost(resource, grant->owner)) // came before the UNLOCK's reply
         record_lost(resource, grant->owner, push->first, push->second);
     pushes.clear(); // LOSTs of locks this client no longer holds
+    // A reader or a permit holder that asked again at once would take its own place back before
+    // any other contender retried (they sleep between refusals): readers would starve writers,
+    // and a semaphore split between two daemons would stay on one side.
+    if (shared || permit)
+      std::this_thread::sleep_for(std::chrono::milliseconds(uniform(100, 500)));
   }
   return 0;
 }
@@ -372,6 +449,8 @@ std::optional<client_options> parse_client_options(const std::vector<std::string
       o.stop_file = value;
     else if (key == "--reply-timeout-ms")
       o.reply_timeout_ms = std::stoll(value);
+    else if (key == "--permits")
+      o.permits = std::stoi(value);
     else if (key == "--resources") {
       std::istringstream in(value);
       std::string r;
@@ -411,6 +490,8 @@ std::vector<std::string> client_options::to_args() const {
           std::to_string(until_ns),
           "--reply-timeout-ms",
           std::to_string(reply_timeout_ms),
+          "--permits",
+          std::to_string(permits),
           "--resources",
           joined};
 }

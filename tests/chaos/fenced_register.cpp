@@ -1,5 +1,6 @@
 #include "fenced_register.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -42,21 +43,31 @@ std::string fenced_register::apply(const std::string& line) {
   std::lock_guard lock(mutex_);
   cell& c = cells_[w[1]];
   if (w[0] == "READ" && w.size() == 4) {
-    if (*fence < c.highest_fence) {
+    if (*fence < c.max_all) {
       ++reads_rejected_;
-      return "STALE " + std::to_string(c.highest_fence);
+      return "STALE " + std::to_string(c.max_all);
     }
-    c.highest_fence = *fence;
+    c.max_all = c.max_w = *fence;
+    c.last_reader = w[3];
+    c.last_read_ns = monotonic_ns();
+    return "OK " + (c.elements.empty() ? std::string("-") : c.elements);
+  }
+  if (w[0] == "SREAD" && w.size() == 4) {
+    if (*fence < c.max_w) {
+      ++shared_reads_rejected_;
+      return "STALE " + std::to_string(c.max_w);
+    }
+    c.max_all = std::max(c.max_all, *fence);
     c.last_reader = w[3];
     c.last_read_ns = monotonic_ns();
     return "OK " + (c.elements.empty() ? std::string("-") : c.elements);
   }
   if (w[0] == "WRITE" && w.size() == 4) {
-    if (*fence < c.highest_fence) {
+    if (*fence < c.max_all) {
       ++writes_rejected_;
-      return "STALE " + std::to_string(c.highest_fence);
+      return "STALE " + std::to_string(c.max_all);
     }
-    c.highest_fence = *fence;
+    c.max_all = c.max_w = *fence;
     c.elements = w[3] == "-" ? std::string() : w[3];
     ++writes_accepted_;
     return "OK";
@@ -78,6 +89,7 @@ register_state fenced_register::snapshot() const {
   state.writes_accepted = writes_accepted_;
   state.writes_rejected = writes_rejected_;
   state.reads_rejected = reads_rejected_;
+  state.shared_reads_rejected = shared_reads_rejected_;
   return state;
 }
 

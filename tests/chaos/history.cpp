@@ -1,6 +1,7 @@
 #include "history.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <ctime>
 #include <fstream>
@@ -83,9 +84,87 @@ std::vector<grant> grants_of(const std::vector<operation>& history) {
 }
 
 std::string describe(const operation& lock) {
-  return std::string(lock.keep ? "KEEP " : "") + lock.process + "@daemon" +
-         std::to_string(lock.daemon) + " fence " + std::to_string(lock.fence) + " ok " +
-         ms_text(lock.complete_ns) + " validity " + std::to_string(lock.validity_ms) + "ms";
+  std::string kind = lock.keep ? "KEEP " : "";
+  if (lock.mode == "shared")
+    kind += "shared ";
+  else if (lock.mode == "permit")
+    kind +=
+        "permit slot " + std::to_string(lock.slot) + " of " + std::to_string(lock.permits) + " ";
+  else if (lock.mode == "set")
+    kind += "set " + lock.resource + " ";
+  return kind + lock.process + "@daemon" + std::to_string(lock.daemon) + " fence " +
+         std::to_string(lock.fence) + " ok " + ms_text(lock.complete_ns) + " validity " +
+         std::to_string(lock.validity_ms) + "ms";
+}
+
+// The names a grant holds: a lock's or a shared hold's resource, every member of a set, or for a
+// permit its slot, "<semaphore> permit:<slot>" (a namespace apart: resources have no space).
+std::vector<std::string> held_names(const operation& lock) {
+  if (lock.mode == "set")
+    return lock.members;
+  if (lock.mode == "permit")
+    return {lock.resource + " permit:" + std::to_string(lock.slot)};
+  return {lock.resource};
+}
+
+// Two holds of one name conflict unless both are shared.
+bool conflicting(const operation& a, const operation& b) {
+  return a.mode != "shared" || b.mode != "shared";
+}
+
+enum class hold_class : std::uint8_t { exclusive, shared, set, permit };
+constexpr std::size_t hold_classes = 4;
+
+hold_class class_of(const operation& lock) {
+  if (lock.mode == "shared")
+    return hold_class::shared;
+  if (lock.mode == "set")
+    return hold_class::set;
+  if (lock.mode == "permit")
+    return hold_class::permit;
+  return hold_class::exclusive;
+}
+
+// The windows of the grants whose class `wanted` admits, by the names they hold.
+template <class Wanted>
+std::map<std::string, std::vector<grant>> windows_by_name(const std::vector<grant>& grants,
+                                                          Wanted wanted) {
+  std::map<std::string, std::vector<grant>> out;
+  for (const auto& g : grants)
+    if (wanted(class_of(*g.lock)))
+      for (const auto& name : held_names(*g.lock))
+        out[name].push_back(g);
+  return out;
+}
+
+// One name's windows in start order: a window that starts inside an earlier one of a class
+// `conflicts(its class, that class)` names is a violation (one per window, against the earlier
+// one of those classes reaching furthest). Windows with nothing certain (the reply came after
+// the lease could have ended) take no part.
+template <class Conflicts>
+void sweep(const std::string& name, std::vector<grant>& windows, checker_result& result,
+           Conflicts conflicts) {
+  std::sort(windows.begin(), windows.end(),
+            [](const grant& a, const grant& b) { return a.start_ns < b.start_ns; });
+  std::array<const grant*, hold_classes>
+      longest{}; // per class, the earlier window reaching furthest
+  for (const auto& g : windows) {
+    ++result.checked;
+    if (g.end_ns <= g.start_ns)
+      continue;
+    const auto mine = class_of(*g.lock);
+    const grant* against = nullptr;
+    for (std::size_t c = 0; c < hold_classes; ++c)
+      if (longest[c] != nullptr && conflicts(mine, static_cast<hold_class>(c)) &&
+          (against == nullptr || longest[c]->end_ns > against->end_ns))
+        against = longest[c];
+    if (against != nullptr && g.start_ns < against->end_ns)
+      result.add(name + ": " + describe(*g.lock) + " while " + describe(*against->lock) +
+                 " was valid until " + ms_text(against->end_ns));
+    auto& slot = longest[static_cast<std::size_t>(mine)];
+    if (slot == nullptr || g.end_ns > slot->end_ns)
+      slot = &g;
+  }
 }
 
 } // namespace
@@ -101,7 +180,8 @@ nlohmann::json to_json(const operation& op) {
           {"d", op.daemon},    {"inv", op.invoke_ns}, {"end", op.complete_ns},
           {"out", op.outcome}, {"reply", op.reply},   {"owner", op.owner},
           {"fence", op.fence}, {"v", op.validity_ms}, {"e", op.element},
-          {"k", op.keep},      {"ttl", op.ttl_ms}};
+          {"k", op.keep},      {"ttl", op.ttl_ms},    {"m", op.mode},
+          {"n", op.permits},   {"slot", op.slot},     {"ms", op.members}};
 }
 
 operation operation_from_json(const nlohmann::json& doc) {
@@ -120,6 +200,10 @@ operation operation_from_json(const nlohmann::json& doc) {
   op.element = doc.at("e").get<std::string>();
   op.keep = doc.at("k").get<bool>();
   op.ttl_ms = doc.at("ttl").get<std::int64_t>();
+  op.mode = doc.at("m").get<std::string>();
+  op.permits = doc.at("n").get<int>();
+  op.slot = doc.at("slot").get<int>();
+  op.members = doc.at("ms").get<std::vector<std::string>>();
   return op;
 }
 
@@ -149,30 +233,106 @@ void checker_result::add(std::string example) {
 }
 
 checker_result check_validity_overlap(const std::vector<operation>& history) {
-  checker_result result{"validity windows never overlap"};
-  std::map<std::string, std::vector<grant>> by_resource;
-  for (const auto& g : grants_of(history))
-    by_resource[g.lock->resource].push_back(g);
-  for (auto& [resource, grants] : by_resource) {
-    std::sort(grants.begin(), grants.end(),
+  checker_result result{"C1 validity windows never overlap"};
+  auto by_name =
+      windows_by_name(grants_of(history), [](hold_class c) { return c == hold_class::exclusive; });
+  for (auto& [name, windows] : by_name)
+    sweep(name, windows, result, [](hold_class, hold_class) { return true; });
+  return result;
+}
+
+checker_result check_shared_overlap(const std::vector<operation>& history) {
+  checker_result result{"C1-RW no exclusive window overlaps a shared one"};
+  auto by_name =
+      windows_by_name(grants_of(history), [](hold_class c) { return c != hold_class::permit; });
+  for (auto& [name, windows] : by_name)
+    sweep(name, windows, result, [](hold_class a, hold_class b) {
+      return (a == hold_class::shared) != (b == hold_class::shared);
+    });
+  return result;
+}
+
+checker_result check_set_overlap(const std::vector<operation>& history) {
+  checker_result result{"C1-multi a set excludes on every member"};
+  auto by_name = windows_by_name(grants_of(history), [](hold_class c) {
+    return c == hold_class::exclusive || c == hold_class::set;
+  });
+  for (auto& [name, windows] : by_name)
+    sweep(name, windows, result,
+          [](hold_class a, hold_class b) { return a == hold_class::set || b == hold_class::set; });
+  return result;
+}
+
+checker_result check_permit_bound(const std::vector<operation>& history) {
+  checker_result result{"C1-k at most n permits, one holder per slot"};
+  const auto grants = grants_of(history);
+  // No two windows of one slot overlap: each slot is a mutex.
+  auto by_slot = windows_by_name(grants, [](hold_class c) { return c == hold_class::permit; });
+  for (auto& [name, windows] : by_slot)
+    sweep(name, windows, result, [](hold_class, hold_class) { return true; });
+  // At no instant more than n windows of the semaphore.
+  std::map<std::string, std::vector<grant>> by_semaphore;
+  for (const auto& g : grants)
+    if (class_of(*g.lock) == hold_class::permit)
+      by_semaphore[g.lock->resource].push_back(g);
+  for (auto& [semaphore, windows] : by_semaphore) {
+    std::sort(windows.begin(), windows.end(),
               [](const grant& a, const grant& b) { return a.start_ns < b.start_ns; });
-    const grant* longest = nullptr; // the earlier window reaching furthest
-    for (const auto& g : grants) {
-      ++result.checked;
+    std::vector<const grant*> live;
+    for (const auto& g : windows) {
+      if (g.lock->slot < 0 || g.lock->slot >= g.lock->permits)
+        result.add(semaphore + ": " + describe(*g.lock) + " carries a slot outside 0.." +
+                   std::to_string(g.lock->permits - 1));
       if (g.end_ns <= g.start_ns)
-        continue; // nothing was certain: the reply arrived after the lease could have ended
-      if (longest != nullptr && g.start_ns < longest->end_ns)
-        result.add(resource + ": " + describe(*g.lock) + " while " + describe(*longest->lock) +
-                   " was valid until " + ms_text(longest->end_ns));
-      if (longest == nullptr || g.end_ns > longest->end_ns)
-        longest = &g;
+        continue;
+      std::erase_if(live, [&](const grant* other) { return other->end_ns <= g.start_ns; });
+      live.push_back(&g);
+      if (static_cast<int>(live.size()) > g.lock->permits) {
+        std::string holders;
+        for (const auto* other : live)
+          holders += "; " + describe(*other->lock) + " until " + ms_text(other->end_ns);
+        result.add(semaphore + ": " + std::to_string(live.size()) + " permits of " +
+                   std::to_string(g.lock->permits) + " valid at " + ms_text(g.start_ns) + holders);
+      }
     }
   }
   return result;
 }
 
+checker_result check_writer_waits(const std::vector<operation>& history, std::int64_t bound_ms) {
+  checker_result result{"C4-RW a waiting writer gets in past readers"};
+  const std::int64_t bound_ns = bound_ms * 1'000'000;
+  for (const auto& wait : history) {
+    if (wait.kind != "lock" || wait.mode != "exclusive")
+      continue;
+    const bool busy = wait.outcome == "fail" && wait.reply.rfind("BUSY", 0) == 0;
+    if (wait.outcome != "ok" && !busy)
+      continue;
+    ++result.checked;
+    if (!busy || wait.complete_ns - wait.invoke_ns < bound_ns)
+      continue;
+    // Another exclusive hold or a set may have held the resource (up to its TTL): no verdict.
+    const bool excused = std::any_of(history.begin(), history.end(), [&](const operation& other) {
+      if (&other == &wait || other.kind != "lock" || other.outcome != "ok" ||
+          other.mode == "shared" || other.mode == "permit")
+        return false;
+      const auto names = held_names(other);
+      return std::find(names.begin(), names.end(), wait.resource) != names.end() &&
+             other.invoke_ns < wait.complete_ns &&
+             other.invoke_ns + std::max(other.ttl_ms, other.validity_ms) * 1'000'000 >
+                 wait.invoke_ns;
+    });
+    if (!excused)
+      result.add(wait.resource + ": " + wait.process + "@daemon" + std::to_string(wait.daemon) +
+                 " waited " + std::to_string((wait.complete_ns - wait.invoke_ns) / 1'000'000) +
+                 " ms from " + ms_text(wait.invoke_ns) + " and got " + wait.reply +
+                 " with no other writer: starved by readers");
+  }
+  return result;
+}
+
 checker_result check_fence_order(const std::vector<operation>& history) {
-  checker_result result{"fences increase in real-time order"};
+  checker_result result{"C2 fences increase in real-time order"};
   std::vector<const operation*> by_ok;
   for (const auto& op : history)
     if (op.kind == "lock" && op.outcome == "ok")
@@ -207,7 +367,7 @@ checker_result check_fence_order(const std::vector<operation>& history) {
 
 checker_result check_lost_writes(const std::vector<operation>& history,
                                  const register_state& final_state) {
-  checker_result result{"no acknowledged write lost"};
+  checker_result result{"C3 no acknowledged write lost"};
   for (const auto& op : history) {
     if (op.kind != "write" || op.outcome != "ok")
       continue;
@@ -231,8 +391,13 @@ window_ends(const std::vector<operation>& history) {
 
 checker_result check_keep_survives_kill(const std::vector<operation>& history,
                                         const std::vector<std::pair<int, std::int64_t>>& kills) {
-  checker_result result{"KEEP locks outlive their daemon's kill"};
+  checker_result result{"C5 KEEP locks outlive their daemon's kill"};
   const auto facts = facts_of(history);
+  std::map<std::string, std::vector<const operation*>> grants_by_name;
+  for (const auto& op : history)
+    if (op.kind == "lock" && op.outcome == "ok")
+      for (const auto& name : held_names(op))
+        grants_by_name[name].push_back(&op);
   for (const auto& [daemon, kill_ns] : kills) {
     for (const auto& held : history) {
       if (held.kind != "lock" || held.outcome != "ok" || !held.keep || held.daemon != daemon ||
@@ -243,12 +408,13 @@ checker_result check_keep_survives_kill(const std::vector<operation>& history,
         continue; // released or lost before the kill
       ++result.checked;
       const std::int64_t until = kill_ns + held.ttl_ms / 2 * 1'000'000;
-      for (const auto& other : history)
-        if (other.kind == "lock" && other.outcome == "ok" && other.resource == held.resource &&
-            &other != &held && other.complete_ns >= kill_ns && other.complete_ns < until)
-          result.add(held.resource + ": " + describe(other) +
-                     " within ttl/2 of the kill of daemon" + std::to_string(daemon) + " at " +
-                     ms_text(kill_ns) + ", which held " + describe(held));
+      for (const auto& name : held_names(held))
+        for (const auto* other : grants_by_name[name])
+          if (other != &held && conflicting(held, *other) && other->complete_ns >= kill_ns &&
+              other->complete_ns < until)
+            result.add(name + ": " + describe(*other) + " within ttl/2 of the kill of daemon" +
+                       std::to_string(daemon) + " at " + ms_text(kill_ns) + ", which held " +
+                       describe(held));
     }
   }
   return result;

@@ -1,6 +1,8 @@
 // redlockd-chaos: a Jepsen-style fault-injection suite for redlockd. See tests/chaos/README.md.
 //
 //   redlockd-chaos [--daemon-bin PATH] --short           every schedule once, plus the controls
+//                                                        (not the lock family's schedules)
+//   redlockd-chaos [--daemon-bin PATH] --kinds           the lock family's schedules and controls
 //   redlockd-chaos [--daemon-bin PATH] --long [MINUTES]  every schedule longer, then the mix
 //   redlockd-chaos [--daemon-bin PATH] --one SCHEDULE [--weakened] [--cycles N]
 //   redlockd-chaos client ...         one client process (started by the harness)
@@ -62,6 +64,12 @@ std::string seconds_text(std::int64_t ns) {
   return out.str();
 }
 
+// Four characters of an owner that tell holders apart in the log: past the kind and slot of the
+// lock family's owners ("0000", kind, slot).
+std::string owner_tag(const std::string& owner) {
+  return owner.substr(owner.starts_with("0000") && owner.size() >= 12 ? 8 : 0, 4);
+}
+
 void log_line(const std::string& text) {
   std::cerr << "[chaos " << seconds_text(monotonic_ns()) << "] " << text << std::endl;
 }
@@ -69,7 +77,7 @@ void log_line(const std::string& text) {
 // One client process of a run.
 struct client_plan {
   std::size_t daemon = 0;
-  std::string mode = "lease"; // lease, extend, wait, keep (client.hpp)
+  std::string mode = "lease"; // lease, extend, wait, keep, shared, permit, set (client.hpp)
   std::int64_t ttl_ms = 5000;
   std::int64_t hold_min_ms = 1500; // long enough to outlast the heal of a split
   std::int64_t hold_max_ms = 3500;
@@ -79,11 +87,25 @@ struct client_plan {
 struct run_spec {
   std::string schedule;
   bool weakened = false;
+  // The weakened daemon's flag, and the checker that must flag it ("": any safety checker).
+  std::string weakening = "unsafe_disable_quarantine";
+  std::string weakened_caught_by;
   int cycles = 2;
   std::chrono::seconds duration = 60s; // mixed: how long the nemesis runs
   std::string daemon_bin;
   std::vector<client_plan> clients;
   int resources = 3;
+  // Sets also name these, beyond `resources` (only sets contend there): on the resources every
+  // client hammers, a set rarely finds all its members free at once.
+  int set_only_resources = 2;
+  // The permit clients' semaphore (a namespace apart from the resources' locks) and its n.
+  std::string semaphore = "s0";
+  int permits = 2;
+  // split-daemons: hold the split until a fresh permit lives on each side (T-c1).
+  bool split_permits = false;
+  // C4-RW's bound (0: not checked): a writer refused BUSY after waiting this long is starved.
+  std::int64_t writer_wait_bound_ms = 0;
+  nlohmann::json daemon_config = nlohmann::json::object(); // more daemon settings
   // Daemon 1 reaches masters 3 and 4 only through a blackhole for the whole run (two-daemon
   // restart: its grants land on masters 0-2 only).
   bool daemon1_without_3_4 = false;
@@ -104,6 +126,10 @@ struct run_spec {
       hold = std::max(hold, c.hold_max_ms * (c.mode == "extend" ? 2 : 1));
     return hold;
   }
+  bool has_mode(const std::string& mode) const {
+    return std::any_of(clients.begin(), clients.end(),
+                       [&](const client_plan& c) { return c.mode == mode; });
+  }
 };
 
 // What the faults must have done for a run to count: each line is one expectation.
@@ -116,7 +142,8 @@ struct run_report {
   std::string title;
   std::string schedule;
   bool weakened = false;
-  std::string error; // set when the harness itself failed (no verdict)
+  std::string weakened_caught_by; // the checker that must flag the weakened daemon, if one
+  std::string error;              // set when the harness itself failed (no verdict)
   std::map<std::string, std::map<std::string, std::size_t>> ops; // kind -> outcome -> count
   std::map<std::string, std::size_t> faults;
   std::vector<checker_result> checks;
@@ -134,12 +161,20 @@ struct run_report {
 
   static bool is_safety(const checker_result& c) {
     return c.name != "locks can be taken after heal" && c.name != "no lock key left after heal" &&
-           c.name != "daemons alive, logs clean";
+           c.name != "daemons alive, logs clean" && !c.name.starts_with("C4-RW ");
   }
   std::size_t safety_violations() const {
     std::size_t n = 0;
     for (const auto& c : checks)
       if (is_safety(c))
+        n += c.violations;
+    return n;
+  }
+  // The violations of the checker whose name starts with `id` ("C1-k").
+  std::size_t violations_of(const std::string& id) const {
+    std::size_t n = 0;
+    for (const auto& c : checks)
+      if (c.name.starts_with(id + " "))
         n += c.violations;
     return n;
   }
@@ -188,16 +223,21 @@ class cluster {
       if (d == 1 && spec_.daemon1_without_3_4)
         for (auto i : split_nodes)
           proxies_[1][i]->set_mode(fault_proxy::mode::blackhole);
-      const nlohmann::json extra = {{"key_prefix", "chaos:"},
-                                    {"node_timeout_ms", 100},
-                                    {"unsafe_disable_quarantine", spec_.weakened},
-                                    {"max_ttl_ms", 60000}};
+      nlohmann::json extra = {{"key_prefix", "chaos:"},
+                              {"node_timeout_ms", 100},
+                              {"unsafe_disable_quarantine", false},
+                              {"max_ttl_ms", 60000}};
+      if (spec_.weakened)
+        extra[spec_.weakening] = true;
+      for (const auto& [key, value] : spec_.daemon_config.items())
+        extra[key] = value;
       // Three masters: restarted ones may be quarantined when a daemon (re)starts.
       daemons_.push_back(std::make_unique<chaos_daemon>(
           spec_.daemon_bin, work_.path() / ("daemon" + std::to_string(d)), nodes, extra, 3));
     }
     banked_.resize(daemons_.size());
-    for (int r = 0; r < spec_.resources; ++r)
+    const int sets_only = spec_.has_mode("set") ? spec_.set_only_resources : 0;
+    for (int r = 0; r < spec_.resources + sets_only; ++r)
       resources_.push_back("r" + std::to_string(r));
   }
 
@@ -213,7 +253,13 @@ class cluster {
       o.daemon_port = daemons_[plan.daemon]->port();
       o.register_socket = server_.path().string();
       o.history_file = (work_.path() / (o.name + ".history")).string();
-      o.resources = resources_;
+      if (plan.mode == "permit")
+        o.resources = {spec_.semaphore};
+      else if (plan.mode == "set")
+        o.resources = resources_;
+      else
+        o.resources = {resources_.begin(), resources_.begin() + spec_.resources};
+      o.permits = spec_.permits;
       o.ttl_ms = plan.ttl_ms;
       o.hold_min_ms = plan.hold_min_ms;
       o.hold_max_ms = plan.hold_max_ms;
@@ -439,8 +485,33 @@ class cluster {
     const bool d1 = wait_states_of(
         1, {0, 1}, [](const std::string& s) { return s != "ok"; }, 5s);
     bites_.push_back({"daemon0 saw masters 3,4 down and daemon1 saw 0,1 down", d0 && d1});
-    std::this_thread::sleep_for(length);
+    if (!spec_.split_permits) {
+      std::this_thread::sleep_for(length);
+      set_proxies({0, 1, 3, 4}, fault_proxy::mode::pass);
+      finish(f);
+      return;
+    }
+    // T-c1 (research note §8): the split lasts until a permit granted through daemon0 lives on
+    // masters 0-2 only and one granted through daemon1 on 2-4 only, both young enough to be held
+    // through the heal. Then every master but 2 has a free slot: a third request through either
+    // daemon that counts permits per master is granted by four masters.
+    std::int64_t ttl = 0;
+    for (const auto& c : spec_.clients)
+      if (c.mode == "permit")
+        ttl = std::max(ttl, c.ttl_ms);
+    const bool staged = wait_split_permits(20s, ttl - 3000);
+    log_line("permits at the heal, " + seconds_text(monotonic_ns() - f.start_ns) +
+             " into the split: " + permits_by_node());
     set_proxies({0, 1, 3, 4}, fault_proxy::mode::pass);
+    // Healed for the third request while the two still hold (the daemons reconnect fast here).
+    const bool healed = wait_states_of(
+                            0, {3, 4}, [](const std::string& s) { return s == "ok"; }, 5s) &&
+                        wait_states_of(
+                            1, {0, 1}, [](const std::string& s) { return s == "ok"; }, 5s);
+    bites_.push_back({"a permit of " + spec_.semaphore +
+                          " through daemon0 on masters 0-2 only and one through daemon1 on 2-4 "
+                          "only were held together when the split healed",
+                      staged && healed});
     finish(f);
   }
 
@@ -559,15 +630,21 @@ class cluster {
     const auto start = monotonic_ns();
     const auto ttl = spec_.max_ttl_ms();
     const auto bound_ns = (2 * ttl + 3000) * 1'000'000;
+    std::vector<std::pair<std::string, std::string>> locks; // (name, request)
+    for (const auto& r : resources_)
+      locks.emplace_back(r, "LOCK " + r + " " + std::to_string(ttl));
+    if (spec_.has_mode("permit"))
+      locks.emplace_back(spec_.semaphore, "LOCK " + spec_.semaphore + " " + std::to_string(ttl) +
+                                              " PERMITS " + std::to_string(spec_.permits));
     for (std::size_t d = 0; d < daemons_.size(); ++d)
-      for (const auto& r : resources_) {
+      for (const auto& [r, request] : locks) {
         ++result.checked;
         std::string last;
         bool done = false;
         while (!done && monotonic_ns() - start < bound_ns) {
           try {
             test::line_client c(daemons_[d]->port(), 3s);
-            last = c.request("LOCK " + r + " " + std::to_string(ttl));
+            last = c.request(request);
             if (const auto grant = test::parse_lock_ok(last)) {
               max_ms = std::max(max_ms, (monotonic_ns() - start) / 1'000'000);
               c.request("UNLOCK " + r + " " + grant->owner);
@@ -730,13 +807,13 @@ class cluster {
 
   // "r0=[a1b2,a1b2,-,c3d4,c3d4] ..." (owner prefixes per master), for the log.
   std::string owners_by_node() const {
-    std::string out;
+    std::string out = spec_.has_mode("permit") ? permits_by_node() + " " : "";
     for (const auto& r : resources_) {
       out += r + "=[";
       for (std::size_t i = 0; i < master_count; ++i) {
         std::string owner = "?";
         try {
-          owner = fleet_.get(i, "chaos:" + r).value_or("-").substr(0, 4);
+          owner = owner_tag(fleet_.get(i, "chaos:" + r).value_or("-"));
         } catch (const std::exception&) {
         }
         out += (i == 0 ? "" : ",") + owner;
@@ -820,6 +897,73 @@ class cluster {
     }
     log_line("warning: no fresh grant within " + std::to_string(timeout.count()) + " ms");
     return std::nullopt;
+  }
+
+  // Each master's permits of the semaphore: per slot, the owner ("" if free) and its PTTL, read
+  // in one script call per master. A master stores the owner with the slot it gave (characters
+  // 6-8), which the weakened daemon lets differ between masters: compare past them.
+  std::vector<std::vector<std::pair<std::string, long long>>> permit_keys() const {
+    static const std::string script =
+        "local out = {} for i, key in ipairs(KEYS) do local v = redis.call('get', key) "
+        "out[2 * i - 1] = v and string.sub(v, 1, 40) or '' out[2 * i] = redis.call('pttl', key) "
+        "end return out";
+    std::vector<std::string> args{"EVAL", script, std::to_string(spec_.permits)};
+    for (int i = 0; i < spec_.permits; ++i)
+      args.push_back("chaos:" + spec_.semaphore + " permit:" + std::to_string(i));
+    std::vector<std::vector<std::pair<std::string, long long>>> out(master_count);
+    for (std::size_t node = 0; node < master_count; ++node) {
+      try {
+        const auto reply = fleet_.command(node, args);
+        for (std::size_t i = 0; i + 1 < reply.elements.size(); i += 2)
+          out[node].emplace_back(reply.elements[i].str, reply.elements[i + 1].integer);
+      } catch (const std::exception&) {
+      }
+    }
+    return out;
+  }
+
+  // "s0=[a1b2 c3d4,a1b2 -,...]": each master's slots (owner_tag), for the log.
+  std::string permits_by_node() const {
+    std::string out = spec_.semaphore + "=[";
+    const auto keys = permit_keys();
+    for (std::size_t node = 0; node < master_count; ++node) {
+      out += node == 0 ? "" : ",";
+      for (std::size_t i = 0; i < keys[node].size(); ++i)
+        out += (i == 0 ? "" : " ") +
+               (keys[node][i].first.empty() ? std::string("-") : owner_tag(keys[node][i].first));
+    }
+    return out + "]";
+  }
+
+  // Waits until a permit lives on masters 0-2 and not on 3, 4 (granted through daemon0 while it
+  // was cut from them) and another on 2-4 and not on 0, 1 (through daemon1), each with at least
+  // `min_left_ms` of its TTL left.
+  bool wait_split_permits(std::chrono::milliseconds timeout, std::int64_t min_left_ms) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto keys = permit_keys();
+      // The same holder on another master, whatever slot that master gave it.
+      auto holds = [&](std::size_t node, const std::string& owner) {
+        return std::any_of(keys[node].begin(), keys[node].end(), [&](const auto& slot) {
+          return slot.first.size() > 8 && slot.first.substr(8) == owner.substr(8);
+        });
+      };
+      auto fresh_on = [&](std::size_t node, std::vector<std::size_t> with,
+                          std::vector<std::size_t> without) {
+        for (const auto& [owner, left] : keys[node])
+          if (!owner.empty() && left >= min_left_ms &&
+              std::all_of(with.begin(), with.end(), [&](auto i) { return holds(i, owner); }) &&
+              std::none_of(without.begin(), without.end(), [&](auto i) { return holds(i, owner); }))
+            return true;
+        return false;
+      };
+      if (fresh_on(0, {1, 2}, {3, 4}) && fresh_on(4, {2, 3}, {0, 1}))
+        return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    log_line("warning: no permit on each side of the split within " +
+             std::to_string(timeout.count()) + " ms");
+    return false;
   }
 
   // Waits until master 0 holds a key granted just now with a long TTL (daemon 1's clients).
@@ -975,34 +1119,67 @@ std::vector<client_plan> keep_clients(std::int64_t ttl) {
           {1, "keep", ttl, ttl + 1000, ttl * 2}};
 }
 
+std::vector<client_plan> operator+(std::vector<client_plan> a, const std::vector<client_plan>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 struct schedule_info {
   std::string name;
-  std::string family; // plain, keep, two-daemon, or "" (no weakened control)
+  std::string family; // plain, keep, two-daemon, a kind's, or "" (no weakened control)
   std::string what;
+  // The weakened control's daemon flag, and the checker that must catch it ("": any).
+  std::string weakening;
+  std::string caught_by;
+  // A schedule of the lock family (--kinds, --one, --long; not in --short: CI's time).
+  bool kind = false;
 };
+
+constexpr const char* no_quarantine = "unsafe_disable_quarantine";
 
 const std::vector<schedule_info>& schedules() {
   static const std::vector<schedule_info> all{
       {"split", "plain",
        "masters 3,4 cut off; a grant lands on 0-2; node2 restarts empty (cycle 1) or its clock "
-       "jumps 3 TTLs (cycle 2); heal"},
+       "jumps 3 TTLs (cycle 2); heal",
+       no_quarantine, ""},
       {"keep-split", "keep",
-       "the same with KEEP clients only: cut 3,4, fresh grant, heal, node2 restarts empty"},
+       "the same with KEEP clients only: cut 3,4, fresh grant, heal, node2 restarts empty",
+       no_quarantine, ""},
       {"two-daemon-restart", "two-daemon",
        "daemon1 grants 8 s leases on masters 0-2 only, daemon0 1 s leases; node2 restarts empty "
-       "while a long lease runs (issue 11 bug 1)"},
+       "while a long lease runs (issue 11 bug 1)",
+       no_quarantine, ""},
       {"restart-daemon-down", "",
-       "daemon0 killed, a master restarts empty, daemon0 starts again and must quarantine it"},
+       "daemon0 killed, a master restarts empty, daemon0 starts again and must quarantine it", "",
+       ""},
       {"kill-daemon-keep", "",
        "daemon0 killed -9 while it holds KEEP locks, restarted 1 s later; nobody may take "
-       "those locks within ttl/2"},
-      {"pause-daemon-keep", "", "daemon0 SIGSTOPped for TTL + 1 s while it holds KEEP locks"},
-      {"split-daemons", "", "daemon0 loses masters 3,4 while daemon1 loses 0,1, for 4 s"},
-      {"clock-backward", "", "node2's clock jumps 2 s backward"},
+       "those locks within ttl/2",
+       "", ""},
+      {"pause-daemon-keep", "", "daemon0 SIGSTOPped for TTL + 1 s while it holds KEEP locks", "",
+       ""},
+      {"split-daemons", "", "daemon0 loses masters 3,4 while daemon1 loses 0,1, for 4 s", "", ""},
+      {"clock-backward", "", "node2's clock jumps 2 s backward", "", ""},
       {"clock-creep", "",
        "masters 3,4 cut off; a grant lands on 0-2; node2's clock creeps forward in 450 ms steps "
-       "until the key is gone there; heal"},
-      {"mixed", "", "every nemesis in turn (long mode)"},
+       "until the key is gone there; heal",
+       "", ""},
+      {"mixed", "", "every nemesis in turn (long mode)", "", ""},
+      {"shared-split", "shared",
+       "split's nemesis (node2 restarts empty) with shared readers beside exclusive writers",
+       no_quarantine, "C1-RW", true},
+      {"set-split", "set",
+       "split's nemesis (node2 restarts empty) with MLOCK sets beside exclusive leases",
+       no_quarantine, "C1-multi", true},
+      {"permit-split-daemons", "permit",
+       "daemon0 loses masters 3,4 while daemon1 loses 0,1, until a permit of s0 (n = 2) lives on "
+       "each side; heal (T-c1)",
+       "unsafe_count_permits_per_master", "C1-k", true},
+      {"shared-intent", "write intent",
+       "no fault: seven readers through daemon1 overlap without end while a writer WAITs through "
+       "daemon0 (T-b4); its intent must stop new readers",
+       "unsafe_no_write_intent", "C4-RW", true},
   };
   return all;
 }
@@ -1013,6 +1190,11 @@ std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
   spec.schedule = schedule;
   spec.weakened = weakened;
   spec.daemon_bin = daemon_bin;
+  for (const auto& s : schedules())
+    if (s.name == schedule && !s.weakening.empty()) { // else --weakened disables quarantine
+      spec.weakening = s.weakening;
+      spec.weakened_caught_by = s.caught_by;
+    }
   if (schedule == "split" || schedule == "mixed") {
     spec.clients = plain_clients(5000, 1500, 3500);
   } else if (schedule == "keep-split") {
@@ -1029,6 +1211,42 @@ std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
     spec.clients = plain_clients(3000, 500, 1500);
   } else if (schedule == "split-daemons" || schedule == "clock-backward") {
     spec.clients = waiting_clients(3000, 500, 1500);
+  } else if (schedule == "shared-split") {
+    // One writer, so that any overlap after node2 forgot a hold is a reader beside the writer's
+    // lease or the writer beside readers (C1-RW): with two writers the control's one overlap was
+    // sometimes theirs (C1).
+    spec.clients = {{0, "lease", 5000, 1500, 3500},
+                    {0, "shared", 5000, 1500, 3500},
+                    {1, "shared", 5000, 1500, 3500},
+                    {0, "shared", 5000, 1500, 3500},
+                    {1, "shared", 5000, 1500, 3500}};
+  } else if (schedule == "set-split") {
+    // Sets of 2 or 3 of r0-r4 and leases of r0-r2: most overlaps involve a set (C1-multi).
+    spec.clients = {{0, "set", 5000, 1500, 3500},
+                    {1, "set", 5000, 1500, 3500},
+                    {0, "set", 5000, 1500, 3500},
+                    {1, "lease", 5000, 1500, 3500}};
+  } else if (schedule == "shared-intent") {
+    // One resource. Readers hold 0.8-1.5 s and rest 0.1-0.5 s: seven of them leave almost no
+    // gap. The writer holds briefly and asks again at once (WAIT 0.5-4 s).
+    spec.resources = 1;
+    spec.clients = {{0, "wait", 5000, 200, 500}};
+    for (int i = 0; i < 7; ++i)
+      spec.clients.push_back({1, "shared", 5000, 800, 1500});
+    spec.writer_wait_bound_ms = 2500;
+    spec.min_writes = 1; // only the writer writes: starved, it writes little (the control) // the
+                         // longest reader hold and a second
+  } else if (schedule == "permit-split-daemons") {
+    // Readers on both sides (T-b1: a writer must wait for both), and two permit clients of s0
+    // per daemon holding long enough to outlive the heal (T-c1). The daemons reconnect within
+    // 250 ms of the heal, so that the third request meets all five masters while they hold.
+    spec.clients =
+        waiting_clients(3000, 500, 1500) +
+        std::vector<client_plan>{{0, "shared", 3000, 300, 800},   {1, "shared", 3000, 300, 800},
+                                 {0, "permit", 5000, 4000, 4500}, {1, "permit", 5000, 4000, 4500},
+                                 {0, "permit", 5000, 4000, 4500}, {1, "permit", 5000, 4000, 4500}};
+    spec.split_permits = true;
+    spec.daemon_config = {{"redis_backoff_max_ms", 250}};
   } else if (schedule == "kill-daemon-keep" || schedule == "pause-daemon-keep") {
     spec.clients = {{0, "keep", 4000, 5000, 7000},
                     {1, "lease", 4000, 500, 1500},
@@ -1057,7 +1275,7 @@ std::optional<run_spec> make_spec(const std::string& schedule, bool weakened,
 void run_cycle(cluster& c, const run_spec& spec, int k) {
   const auto ttl = std::chrono::milliseconds(spec.max_ttl_ms());
   const auto s = spec.schedule;
-  if (s == "split") {
+  if (s == "split" || s == "shared-split" || s == "set-split") {
     c.split_then(k % 2 == 0 ? "restart" : "clock");
     // Give the intruders time while the first holders' leases are still running.
     std::this_thread::sleep_for(ttl + 1s);
@@ -1076,12 +1294,14 @@ void run_cycle(cluster& c, const run_spec& spec, int k) {
   } else if (s == "pause-daemon-keep") {
     c.pause_daemon_with_keep(0, ttl + 1s);
     std::this_thread::sleep_for(2s);
-  } else if (s == "split-daemons") {
+  } else if (s == "split-daemons" || s == "permit-split-daemons") {
     c.split_daemons(4s);
     std::this_thread::sleep_for(2s);
   } else if (s == "clock-backward") {
     c.jump_clock(-2s);
     std::this_thread::sleep_for(ttl);
+  } else if (s == "shared-intent") {
+    std::this_thread::sleep_for(8s); // no fault: the readers' stream is the test
   } else if (s == "clock-creep") {
     c.split_then("creep");
     std::this_thread::sleep_for(ttl);
@@ -1116,7 +1336,8 @@ run_report run_one(const run_spec& spec) {
   report.min_grants = spec.min_grants;
   report.min_writes = spec.min_writes;
   report.title = spec.schedule +
-                 (spec.weakened ? " / weakened daemon (unsafe_disable_quarantine)" : " / redlockd");
+                 (spec.weakened ? " / weakened daemon (" + spec.weakening + ")" : " / redlockd");
+  report.weakened_caught_by = spec.weakened ? spec.weakened_caught_by : "";
   log_line("run: " + report.title + " seed " + std::to_string(spec.seed) + ", daemon " +
            spec.daemon_bin);
   try {
@@ -1142,6 +1363,11 @@ run_report run_one(const run_spec& spec) {
     auto history = c.history();
     auto final_store = c.store_state();
     report.checks.push_back(check_validity_overlap(history));
+    report.checks.push_back(check_shared_overlap(history));
+    report.checks.push_back(check_permit_bound(history));
+    report.checks.push_back(check_set_overlap(history));
+    if (spec.writer_wait_bound_ms > 0)
+      report.checks.push_back(check_writer_waits(history, spec.writer_wait_bound_ms));
     report.checks.push_back(check_fence_order(history));
     report.checks.push_back(check_lost_writes(history, final_store));
     if (!c.kills().empty())
@@ -1155,7 +1381,7 @@ run_report run_one(const run_spec& spec) {
     report.stale = count_stale_writes(history);
     report.store = final_store;
     for (const auto& op : history) {
-      ++report.ops[op.kind][op.outcome];
+      ++report.ops[op.kind + (op.mode == "exclusive" ? "" : " " + op.mode)][op.outcome];
       if (op.kind == "lock" && op.outcome == "ok")
         ++report.grants;
     }
@@ -1192,7 +1418,7 @@ void print_report(const run_report& r) {
     std::cout << " " << kind << "=" << n;
   std::cout << "\nregister: writes accepted " << r.store.writes_accepted
             << ", stale writes rejected " << r.store.writes_rejected << ", stale reads rejected "
-            << r.store.reads_rejected
+            << r.store.reads_rejected << " (shared " << r.store.shared_reads_rejected << ")"
             << "; writes after their lock's window ended: " << r.stale.stale << " (rejected "
             << r.stale.rejected << ", accepted with no newer holder " << r.stale.accepted << ")\n";
   std::cout << "daemons reported (INFO counters over every life, logs): " << r.detected << "\n";
@@ -1228,6 +1454,12 @@ bool judge(const run_report& r, std::string& why) {
     for (const auto& p : problems)
       why += "\n    - " + p;
     return false;
+  }
+  if (r.weakened && !r.weakened_caught_by.empty()) {
+    why = std::to_string(r.violations_of(r.weakened_caught_by)) + " " + r.weakened_caught_by +
+          " violation(s) (" + std::to_string(r.safety_violations()) +
+          " safety violations in all); the weakened daemon must show at least one";
+    return r.violations_of(r.weakened_caught_by) > 0;
   }
   if (r.weakened) {
     why = std::to_string(r.safety_violations()) +
@@ -1270,6 +1502,7 @@ int usage() {
                "       redlockd-chaos [--daemon-bin PATH] --long [MINUTES]   (default 30)\n"
                "       redlockd-chaos [--daemon-bin PATH] --one SCHEDULE [--weakened] "
                "[--cycles N]\n"
+               "       redlockd-chaos [--daemon-bin PATH] --kinds   (the lock family's schedules)\n"
                "       redlockd-chaos --list\n"
                "The daemon binary defaults to $REDLOCKD_CHAOS_DAEMON, else the one built here.\n";
   return 2;
@@ -1280,7 +1513,7 @@ int usage() {
 std::vector<run_spec> short_specs(const std::string& bin) {
   std::vector<run_spec> out;
   for (const auto& s : schedules()) {
-    if (s.name == "mixed")
+    if (s.name == "mixed" || s.kind)
       continue;
     auto spec = *make_spec(s.name, false, bin);
     spec.cycles = s.name == "clock-creep" || s.name == "split-daemons" ||
@@ -1294,6 +1527,18 @@ std::vector<run_spec> short_specs(const std::string& bin) {
       weak.cycles = spec.cycles;
       out.push_back(weak);
     }
+  }
+  return out;
+}
+
+// The lock family's schedules, two cycles each, and their weakened controls (--kinds).
+std::vector<run_spec> kind_specs(const std::string& bin) {
+  std::vector<run_spec> out;
+  for (const auto& s : schedules()) {
+    if (!s.kind)
+      continue;
+    out.push_back(*make_spec(s.name, false, bin));
+    out.push_back(*make_spec(s.name, true, bin));
   }
   return out;
 }
@@ -1360,6 +1605,8 @@ int main(int argc, char** argv) {
   }
   if (args.size() == 1 && args[0] == "--short")
     return run_all(short_specs(bin), "--short");
+  if (args.size() == 1 && args[0] == "--kinds")
+    return run_all(kind_specs(bin), "--kinds");
   if (!args.empty() && args[0] == "--long")
     return run_all(long_specs(bin, args.size() > 1 ? std::stoi(args[1]) : 30), "--long");
   if (!args.empty() && args[0] == "--one" && args.size() >= 2) {
