@@ -138,6 +138,7 @@ void node_health::quarantine(std::size_t node, quarantine_reason reason,
   h.lost_since = fresh ? since : std::max(h.lost_since, since);
   h.state = trust::quarantined;
   h.reason = reason;
+  h.empty_seed.reset();
   // What this daemon knows now; the fleet read may make it longer, never shorter.
   h.quarantined_until = std::max(
       h.quarantined_until, h.lost_since + std::chrono::milliseconds(max_ttl_) + drift_of_max_ttl());
@@ -247,7 +248,12 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
     h.read_answered |= std::uint32_t{1} << answering;
     if (trusted(answering))
       ++h.read_trusted_answers;
-    if (reply->has_fence)
+    // A register this daemon seeded from a read of a fleet without history, and that no grant
+    // has raised since, counts as none: a new fleet's masters are seeded one after the other,
+    // and the reads of the last ones would otherwise never find a majority either way (CI:
+    // master 4 down, 1 and 3 seeded while 0 and 2 were read).
+    const auto& seeded = nodes_[answering].empty_seed;
+    if (reply->has_fence && !(seeded && *seeded == reply->fence))
       ++h.read_with_fence;
     else
       ++h.read_without_fence;
@@ -267,6 +273,7 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
       trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent &&
       (h.read_with_fence >= quorum(node_count_) || h.read_without_fence >= quorum(node_count_));
   if (majority || best_effort) {
+    h.read_found_empty = h.read_without_fence >= quorum(node_count_);
     fleet_read_done(tag.op);
     return;
   }
@@ -318,7 +325,8 @@ void node_health::send_seed(std::size_t node) {
   // By source: a seed must not be lost to NOSCRIPT. It lands before any vote on the connection.
   node_record& h = nodes_[node];
   command_.clear();
-  append_seed(command_, keys_, mark_key_, fences_.high_water(), max_ttl_);
+  h.seed_fence = fences_.high_water();
+  append_seed(command_, keys_, mark_key_, h.seed_fence, max_ttl_);
   io_.send(node,
            request_tag{request_kind::seed, static_cast<std::uint32_t>(node), h.read_generation},
            command_);
@@ -355,6 +363,9 @@ void node_health::on_seed_reply(std::size_t node, const request_tag& tag,
   }
   h.state = trust::trusted;
   h.reason = quarantine_reason::none;
+  h.empty_seed.reset();
+  if (h.read_found_empty)
+    h.empty_seed = h.seed_fence;
   log_.info("node {} out of quarantine (re-seeded: fence {}, longest TTL {} ms)",
             cfg_.nodes[node].to_string(), fences_.high_water(), max_ttl_);
 }

@@ -1330,6 +1330,46 @@ TEST_CASE("a new fleet's read asks again at once when a master it could not ask 
   CHECK(f.nodes.of(request_kind::seed).size() == 1); // a majority has no register: seeded
 }
 
+TEST_CASE("a new fleet's masters seeded one after the other do not hold back the others' reads "
+          "(CI: master 4 down, masters 1 and 3 seeded while 0 and 2 read, forever)",
+          "[engine][quarantine]") {
+  fixture f(0, false);
+  f.nodes.up[4] = false; // never answers
+  for (std::size_t node = 0; node < 4; ++node)
+    f.connect(node, "new-" + std::to_string(node), 10, std::nullopt, 0);
+  for (std::size_t node = 0; node < 4; ++node)
+    f.answer(node, request_kind::quarantine_mark, ":0\r\n");
+  const std::string empty = "*2\r\n$-1\r\n$-1\r\n";
+  const auto answer_read = [&](std::size_t judged, std::size_t answering,
+                               const std::string& bytes) {
+    for (const auto& c : f.nodes.of(request_kind::fleet_read))
+      if (c.node == answering && c.tag.op == judged) {
+        f.engine.on_reply(answering, c.tag, decode(c.tag, *resp(bytes)));
+        return;
+      }
+    FAIL("no read for " << judged << " went to " << answering);
+  };
+  // The reads for 1 and 3 find four masters without a register (a new fleet): seeded.
+  for (const std::size_t judged : {1, 3})
+    for (std::size_t answering = 0; answering < 4; ++answering)
+      answer_read(judged, answering, empty);
+  f.advance(100ms);
+  for (const auto& seed : f.nodes.of(request_kind::seed))
+    f.engine.on_reply(seed.node, seed.tag, decode(seed.tag, *resp(":1\r\n")));
+  REQUIRE(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
+  REQUIRE(f.engine.status_of(3).reason == lock_engine::quarantine_reason::none);
+  // The reads for 0 and 2 hear 1 and 3 with the register those seeds wrote: still a fleet
+  // without history, whose masters all get seeded.
+  for (const std::size_t judged : {0, 2})
+    for (std::size_t answering = 0; answering < 4; ++answering)
+      answer_read(judged, answering, answering % 2 == 1 ? fleet_facts(0, 0) : empty);
+  f.advance(100ms);
+  std::size_t seeds_of_0_and_2 = 0;
+  for (const auto& seed : f.nodes.of(request_kind::seed))
+    seeds_of_0_and_2 += seed.node % 2 == 0 ? 1 : 0;
+  CHECK(seeds_of_0_and_2 == 2);
+}
+
 TEST_CASE("a master up for less than the longest TTL at start is quarantined for the rest",
           "[engine][quarantine]") {
   fixture f(0, false);
