@@ -244,8 +244,8 @@ void lock_engine::unmark(const std::string& key) {
   std::string command;
   for (const std::string_view member : members_of(key)) {
     command.clear();
-    append_unmark(command, script_by::sha, wait_marker(marker_, keys_, member), member,
-                  daemon_id_);
+    append_unmark(command, script_by::sha, wait_marker(marker_, keys_, member), member, daemon_id_,
+                  keys_.wake);
     for (std::size_t node = 0; node < node_count_; ++node)
       if (io_.usable(node))
         io_.send(node, request_tag{request_kind::unmark, 0, 0}, command);

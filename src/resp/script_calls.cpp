@@ -158,9 +158,9 @@ void append_release(std::string& out, script_by by, std::string_view key, std::s
 }
 
 void append_unmark(std::string& out, script_by by, std::string_view marker, std::string_view key,
-                   std::string_view daemon_id) {
+                   std::string_view daemon_id, std::string_view wake_channel) {
   const auto [verb, body] = head(script::unmark, by);
-  append_command(out, {verb, body, "2", marker, key, daemon_id});
+  append_command(out, {verb, body, "2", marker, key, daemon_id, wake_channel});
 }
 
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,

@@ -180,10 +180,22 @@ TEST_CASE("a writer's intent goes with its daemon's unmark, not with another dae
   // Another daemon's unmark leaves it: its writers never set it.
   m.eval(script::unmark, {marker, "r"}, {d2});
   CHECK(m.pttl("r write-intent") > 2000);
-  CHECK(field(shared_lock(m, reader_b, 1000), 0) == 0);
-  // The writer's daemon gives up (its WAIT ran out): new readers come in at once.
-  CHECK(m.eval(script::unmark, {marker, "r"}, {d1}).integer == 1);
+  // d2's head, a reader, is refused by the intent and marked: it sleeps on the intent's time.
+  const auto refused = m.eval(script::shared_acquire, {"r", fence, max_ttl, marker},
+                              {reader_b, "1000", "91", "2500", d2, "10", "200", "0", ""});
+  CHECK(field(refused, 0) == 0);
+  CHECK(field(refused, 1) > 2000);
+  // The writer's daemon gives up (its WAIT ran out): the intent goes, d2's head is woken (the
+  // lock key on the wake channel), and new readers come in at once.
+  const auto published = [&] {
+    const std::string stats = m.run({"INFO", "commandstats"}).str;
+    const auto at = stats.find("cmdstat_publish:calls=");
+    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + 22));
+  };
+  const long long before = published();
+  CHECK(m.eval(script::unmark, {marker, "r"}, {d1, "redlockd:fence:wake"}).integer == 1);
   CHECK(m.pttl("r write-intent") == -2);
+  CHECK(published() == before + 1);
   CHECK(field(shared_lock(m, reader_b, 1000), 0) == 1);
 }
 

@@ -67,10 +67,11 @@ void append_acquire_wait(std::string& out, script_by by, std::string_view key,
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
                     const register_keys& keys, std::string_view marker, std::string_view daemon_id,
                     bool wakes, std::uint64_t slack_ms);
-// A daemon's entry out of a wait marker, and its writers' intent off lock `key`: all its waiters
-// for that lock left without it.
+// A daemon's entry out of a wait marker, and its writers' intent off lock `key` (waking, on
+// `wake_channel`, the other daemons' heads it held back): all its waiters for that lock left
+// without it.
 void append_unmark(std::string& out, script_by by, std::string_view marker, std::string_view key,
-                   std::string_view daemon_id);
+                   std::string_view daemon_id, std::string_view wake_channel);
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                    std::string_view owner, std::uint64_t ttl_ms);
 void append_fence_bump(std::string& out, script_by by, const register_keys& keys,

@@ -1896,6 +1896,7 @@ TEST_CASE("a waiter marks with its first attempt's proposal as its ticket, and t
   CHECK(unmark[3] == f.cfg.fence_key + ":waiting:r");
   CHECK(unmark[4] == "r");       // the lock key: its writers' intent goes too
   CHECK(unmark[5] == first[11]); // this daemon's id
+  CHECK(unmark[6] == f.cfg.fence_key + ":wake");
 }
 
 TEST_CASE("a wake-up without a waiter, or for a waiter that left, does nothing", "[engine][wake]") {

@@ -61,10 +61,11 @@ TEST_CASE("script calls carry their keys and arguments, by SHA or by source", "[
   CHECK(attempt.ends_with("$2\r\nd1\r\n$1\r\n0\r\n$3\r\n200\r\n"));
 
   std::string unmark;
-  append_unmark(unmark, script_by::sha, marker, "lock:r", "d1");
+  append_unmark(unmark, script_by::sha, marker, "lock:r", "d1", keys.wake);
   expected.clear();
-  append_command(expected, {"EVALSHA", script_sha(script::unmark), "2",
-                            "redlockd:fence:waiting:lock:r", "lock:r", "d1"});
+  append_command(expected,
+                 {"EVALSHA", script_sha(script::unmark), "2", "redlockd:fence:waiting:lock:r",
+                  "lock:r", "d1", "redlockd:fence:wake"});
   CHECK(unmark == expected);
 
   std::string waiting;
