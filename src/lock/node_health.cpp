@@ -32,15 +32,14 @@ void node_health::on_connected(std::size_t node, const node_facts& facts) {
 }
 
 void node_health::on_ready(std::size_t node) {
-  // A read that has no answer of this master (its handshake had not ended when the read went
-  // out, or the answer was lost with its last connection) may need it: a new fleet's masters
-  // end their handshakes one after the other, and a read of one or two of them decides
-  // nothing. Asked again now rather than at the retry, 20 node timeouts away.
+  // A read that could not ask this master (its handshake had not ended) may need its answer:
+  // a new fleet's masters end their handshakes one after the other, and a read of one or two
+  // of them decides nothing. Asked again now rather than at the retry, 20 node timeouts away.
   for (std::size_t judged = 0; judged < node_count_; ++judged) {
     const node_record& h = nodes_[judged];
     const bool reading =
         (h.state == trust::quarantined || h.state == trust::reseeding) && h.marked && !h.read_done;
-    if (reading && (h.read_answered & (std::uint32_t{1} << node)) == 0)
+    if (reading && (h.read_asked & (std::uint32_t{1} << node)) == 0)
       start_fleet_read(judged);
   }
 }
@@ -139,6 +138,7 @@ void node_health::quarantine(std::size_t node, quarantine_reason reason,
   h.lost_since = fresh ? since : std::max(h.lost_since, since);
   h.state = trust::quarantined;
   h.reason = reason;
+  h.empty_seed.reset();
   // What this daemon knows now; the fleet read may make it longer, never shorter.
   h.quarantined_until = std::max(
       h.quarantined_until, h.lost_since + std::chrono::milliseconds(max_ttl_) + drift_of_max_ttl());
@@ -213,7 +213,7 @@ void node_health::start_fleet_read(std::size_t node) {
   h.read_done = false;
   h.read_sent = h.read_answers = h.read_trusted_answers = h.read_without_fence = h.read_with_fence =
       0;
-  h.read_answered = 0;
+  h.read_asked = h.read_answered = 0;
   h.read_fence = h.read_max_ttl = 0;
   command_.clear();
   append_register_read(command_, keys_);
@@ -225,6 +225,7 @@ void node_health::start_fleet_read(std::size_t node) {
     if (!io_.usable(other))
       continue;
     ++h.read_sent;
+    h.read_asked |= std::uint32_t{1} << other;
     io_.send(other, tag, command_);
   }
   // Asked again if a majority has not answered by then (masters down, links reconnecting).
@@ -247,12 +248,12 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
     h.read_answered |= std::uint32_t{1} << answering;
     if (trusted(answering))
       ++h.read_trusted_answers;
-    // A register at 0 counts as none: every grant raises the fence above 0, so it was seeded
-    // from a read of a fleet without history (by whichever daemon) and no grant has reached it
-    // since. A new fleet's masters are seeded one after the other, and the reads of the last
-    // ones would otherwise find no majority either way, forever (CI: master 4 down, 1 and 3
-    // seeded while 0 and 2 were read; or two daemons seeding two masters each).
-    if (reply->has_fence && reply->fence > 0)
+    // A register this daemon seeded from a read of a fleet without history, and that no grant
+    // has raised since, counts as none: a new fleet's masters are seeded one after the other,
+    // and the reads of the last ones would otherwise never find a majority either way (CI:
+    // master 4 down, 1 and 3 seeded while 0 and 2 were read).
+    const auto& seeded = nodes_[answering].empty_seed;
+    if (reply->has_fence && !(seeded && *seeded == reply->fence))
       ++h.read_with_fence;
     else
       ++h.read_without_fence;
@@ -272,6 +273,7 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
       trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent &&
       (h.read_with_fence >= quorum(node_count_) || h.read_without_fence >= quorum(node_count_));
   if (majority || best_effort) {
+    h.read_found_empty = h.read_without_fence >= quorum(node_count_);
     fleet_read_done(tag.op);
     return;
   }
@@ -323,7 +325,8 @@ void node_health::send_seed(std::size_t node) {
   // By source: a seed must not be lost to NOSCRIPT. It lands before any vote on the connection.
   node_record& h = nodes_[node];
   command_.clear();
-  append_seed(command_, keys_, mark_key_, fences_.high_water(), max_ttl_);
+  h.seed_fence = fences_.high_water();
+  append_seed(command_, keys_, mark_key_, h.seed_fence, max_ttl_);
   io_.send(node,
            request_tag{request_kind::seed, static_cast<std::uint32_t>(node), h.read_generation},
            command_);
@@ -360,6 +363,9 @@ void node_health::on_seed_reply(std::size_t node, const request_tag& tag,
   }
   h.state = trust::trusted;
   h.reason = quarantine_reason::none;
+  h.empty_seed.reset();
+  if (h.read_found_empty)
+    h.empty_seed = h.seed_fence;
   log_.info("node {} out of quarantine (re-seeded: fence {}, longest TTL {} ms)",
             cfg_.nodes[node].to_string(), fences_.high_water(), max_ttl_);
 }

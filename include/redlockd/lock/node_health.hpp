@@ -102,11 +102,18 @@ class node_health {
     std::size_t read_sent = 0;
     std::size_t read_answers = 0;         // answers and failures
     std::size_t read_trusted_answers = 0; // answers from trusted masters
-    std::size_t read_without_fence = 0;   // answers of masters without a fence register (or at 0)
-    std::size_t read_with_fence = 0;      // answers of masters with one above 0, trusted or not
+    std::size_t read_without_fence = 0;   // answers of masters without a fence register
+    std::size_t read_with_fence = 0;      // answers of masters with one, trusted or not
+    std::uint32_t read_asked = 0;         // the masters asked, as a bit set
     std::uint32_t read_answered = 0;      // the masters that answered, as a bit set
     std::uint64_t read_fence = 0;
     std::uint64_t read_max_ttl = 0;
+    bool read_found_empty = false; // the last read: a majority had no register (a new fleet)
+    std::uint64_t seed_fence = 0;  // the fence of the seed in flight
+    // The fence this daemon seeded it with after a read that found a majority without a
+    // register, while it has not been quarantined since: a register that still holds exactly
+    // that carries no history of its own (on_register_read).
+    std::optional<std::uint64_t> empty_seed;
     bool seed_in_flight = false;
     bool marked = false;              // this quarantine's mark was set on the node (an answer came)
     std::optional<time_sample> clock; // the last TIME sample

@@ -1370,31 +1370,6 @@ TEST_CASE("a new fleet's masters seeded one after the other do not hold back the
   CHECK(seeds_of_0_and_2 == 2);
 }
 
-TEST_CASE("a register at 0 counts as none in a fleet read, whoever seeded it; one a grant raised "
-          "counts as a register",
-          "[engine][quarantine]") {
-  const std::string empty = "*2\r\n$-1\r\n$-1\r\n";
-  // Master 4 down; 0 and 2 without a register; 1 and 3 at 0 (seeded by another daemon, say):
-  // a fleet without history, so master 0 is seeded. Unless a grant raised 1 and 3 since.
-  for (const bool raised : {false, true}) {
-    INFO((raised ? "1 and 3 at 7 (a grant reached them)" : "1 and 3 at 0"));
-    fixture f(0, false);
-    f.nodes.up[4] = false;
-    f.connect(0, "new-0", 10, std::nullopt, 0);
-    f.connect(1, "new-1", 86'400'000, 0, 0);
-    f.connect(2, "new-2", 10, std::nullopt, 0);
-    f.connect(3, "new-3", 86'400'000, 0, 0);
-    f.answer(0, request_kind::quarantine_mark, ":0\r\n");
-    for (std::size_t answering = 0; answering < 4; ++answering)
-      f.answer(answering, request_kind::fleet_read,
-               answering % 2 == 1 ? fleet_facts(raised ? 7 : 0, 0) : empty);
-    f.advance(100ms);
-    // Raised: two registers with a history, two masters without one, and master 4 unheard:
-    // the counter may live on master 4 alone; the read waits for it.
-    CHECK(f.nodes.of(request_kind::seed).size() == (raised ? 0u : 1u));
-  }
-}
-
 TEST_CASE("a master up for less than the longest TTL at start is quarantined for the rest",
           "[engine][quarantine]") {
   fixture f(0, false);
