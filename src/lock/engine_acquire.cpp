@@ -204,12 +204,12 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
       schedule_retry(slot, when);
     return;
   }
-  if (op.lock.queued) {
-    const std::string key = op.key;
-    dequeue(slot);
-    const std::uint64_t retry = op.lock.retry_ms > 0 ? op.lock.retry_ms : default_retry_ms;
-    wake_head(key, now + std::chrono::milliseconds(retry));
-  }
+  if (op.lock.queued)
+    // The next waiter tries at once, as after a wait that ran out between attempts: until it
+    // has tried, no entry of its own marks it on the masters (this head's ended with its wait),
+    // so a release through another daemon would not wake it, and it slept the holder's whole
+    // TTL past that release (simulator seed 70131).
+    dequeue(slot, now);
   if (busy)
     ++counters_.busy;
   else if (!error)

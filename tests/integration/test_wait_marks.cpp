@@ -196,6 +196,24 @@ TEST_CASE(
   CHECK(command_calls(fleet, 0, "publish") == 1);
   CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_a}).integer == 1);
 
+  // The kept entry comes after every head marked at the grant, even one whose ticket is above
+  // the grant's proposal (tickets come from each daemon's own view of the fence): b's head
+  // (ticket 60, refused by a holder) stays first, and takes the lock once it is free. With the
+  // proposal (40) as the kept ticket, b's head yielded to an entry whose waiter was not trying
+  // (simulator seed 70595).
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  CHECK(attempt(fleet, daemon_b, "60", "owner-b0").elements[0].integer == 0);
+  REQUIRE(fleet.run(0, "DEL", "k").integer == 1);
+  a = eval(fleet, script::acquire_wait, {"k", default_fence_key, max_ttl_key(), marker},
+           {"owner-a1", "10000", "40", "8000", daemon_a, "20", "200", "3000"});
+  CHECK(a.elements[0].integer == 1);
+  CHECK(entries(fleet).find(daemon_a + " 61 ") != std::string::npos);
+  REQUIRE(fleet.run(0, "DEL", "k").integer == 1);
+  CHECK(attempt(fleet, daemon_b, "60", "owner-b1").elements[0].integer == 1);
+  REQUIRE(fleet.run(0, "DEL", "k").integer == 1);
+  CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_a}).integer == 1);
+  CHECK(fleet.get(0, marker) == std::nullopt);
+
   // b's head is refused by a holder with 5 s left and sleeps about that long. The holder's
   // UNLOCK hands the lock to a's older waiter with a 1 s TTL: b would sleep 4 s past a free
   // lock, so it is woken (refused again, it then sleeps the new holder's TTL).
@@ -209,4 +227,26 @@ TEST_CASE(
   CHECK(fleet.get(0, "k") == "owner-a2");
   CHECK(command_calls(fleet, 0, "publish") == 2);
   CHECK(fleet.pttl(0, marker) <= 200); // b's entry: the slack to try once woken
+}
+
+TEST_CASE("wait marks: a daemon's unmark wakes the heads that yielded their turn to its entry",
+          "[integration][wake]") {
+  // A head that yields to an older head sleeps on that head's entry (for a semaphore, on the
+  // longest permit); when the older head's daemon gives up, its unmark wakes it. Without the
+  // wake-up, a permit waiter slept past a free slot (simulator seed 72699).
+  redis_fleet fleet(1);
+  seed_fence(fleet);
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  CHECK(attempt(fleet, daemon_a, "10", "owner-a").elements[0].integer == 0);
+  CHECK(attempt(fleet, daemon_b, "20", "owner-b").elements[0].integer == 0);
+  CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_a, "redlockd:fence:wake"}).integer == 1);
+  CHECK(command_calls(fleet, 0, "publish") == 1);
+  // b's unmark wakes nobody: a's entry is gone, and nobody yielded to b's.
+  CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_b, "redlockd:fence:wake"}).integer == 1);
+  CHECK(command_calls(fleet, 0, "publish") == 1);
+  // Nor does an unmark whose entry came after the others' (they did not yield to it).
+  CHECK(attempt(fleet, daemon_a, "10", "owner-a2").elements[0].integer == 0);
+  CHECK(attempt(fleet, daemon_b, "20", "owner-b2").elements[0].integer == 0);
+  CHECK(eval(fleet, script::unmark, {marker, "k"}, {daemon_b, "redlockd:fence:wake"}).integer == 1);
+  CHECK(command_calls(fleet, 0, "publish") == 1);
 }

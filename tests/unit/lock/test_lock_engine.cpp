@@ -820,6 +820,30 @@ TEST_CASE("a WAIT that runs out answers BUSY", "[engine][wait]") {
   CHECK(f.engine.counters().busy == 1);
 }
 
+TEST_CASE("a head whose wait runs out during its attempt lets the next waiter try at once",
+          "[engine][wait]") {
+  // The next waiter had no entry of its own on the masters (the head's ended with its wait), so
+  // it slept the holder's remaining TTL, and a release through another daemon did not wake it
+  // (simulator seed 70131).
+  fixture f;
+  auto b = std::make_shared<captured_replies>();
+  auto c = std::make_shared<captured_replies>();
+  f.engine.lock(waiting_lock("r", 10000, 30), b, 0);
+  f.engine.lock(waiting_lock("r", 10000, 5000), c, 0);
+  f.answer(0, request_kind::acquire, refused(9000));
+  f.answer(1, request_kind::acquire, refused(9000));
+  f.advance(31ms); // b's wait runs out while its attempt is out
+  CHECK(b->lines.empty());
+  REQUIRE(f.count_sent(request_kind::acquire) == 5); // b's
+  f.answer(2, request_kind::acquire, refused(9000));
+  REQUIRE(b->lines.count(0) == 1);
+  CHECK(b->lines[0].starts_with("BUSY "));
+  f.advance(1ms);
+  CHECK(f.count_sent(request_kind::acquire) == 10); // and c's, not 9 s later
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  CHECK(c->lines[0].starts_with("OK "));
+}
+
 TEST_CASE("the status views list the valid leases and KEEP locks with their fence, and the queues",
           "[engine][views]") {
   fixture f;
