@@ -269,21 +269,27 @@ TEST_CASE("two daemons - waiters on a lock held on a majority but free elsewhere
   line_client w2(d2.port());
   w1.send("LOCK loop 1000 WAIT 2000\n");
   w2.send("LOCK loop 1000 WAIT 2000\n");
+  // By 1 s each waiter tried when it came and when master 3's copy expired, and released the
+  // attempt granted on masters 3 and 4: releases of attempts that were never granted wake
+  // nobody.
+  std::this_thread::sleep_for(1s);
+  CHECK(publishes(fleet) == 0);
   w1.set_timeout(10s);
   w2.set_timeout(10s);
   CHECK(starts_with(w1.read_line(), "BUSY "));
   CHECK(starts_with(w2.read_line(), "BUSY "));
-  // Each waiter tried when it came and when master 3's copy expired (the next hint, 2.9 s, is
-  // past its wait): each try is an acquire and a release per master, and a waiter that gives up
-  // removes its mark. A loop of wake-ups runs thousands in 2 s.
+  // The next hint, 2.9 s, is past their waits. The first to give up removes its mark (unmark);
+  // where the other had yielded its turn to it, that wakes the other once (a publish per
+  // master, 6440110), which tries once or twice more before its own wait runs out. A loop of
+  // wake-ups runs thousands of calls in 2 s.
   for (std::size_t i = 0; i < fleet.size(); ++i) {
     INFO("master " << i);
-    CHECK(script_calls(fleet, i) - before[i] <= 12);
+    CHECK(script_calls(fleet, i) - before[i] <= 16);
   }
-  // Releases of attempts that were never granted wake nobody.
-  CHECK(publishes(fleet) == 0);
-  CHECK(d1.info().at("counters").at("wakeups") == 0);
-  CHECK(d2.info().at("counters").at("wakeups") == 0);
+  CHECK(publishes(fleet) <= static_cast<std::int64_t>(fleet.size()));
+  CHECK(d1.info().at("counters").at("wakeups").get<int>() +
+            d2.info().at("counters").at("wakeups").get<int>() <=
+        1);
 }
 
 TEST_CASE("two daemons - hand-overs among one daemon's clients do not starve another daemon's "
