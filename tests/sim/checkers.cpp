@@ -681,6 +681,45 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     }
   }
 
+  // Lock-delay is each daemon's own (PROTOCOL.md): a lease it granted whose TTL, from its last
+  // renewal through that daemon, ran out before that daemon saw an UNLOCK keeps the name refused
+  // there for lock-delay, even when the holder renewed or released it through another daemon
+  // (the daemon cannot know: seed 70121, a reader passed over by other daemons' readers while
+  // its own daemon delayed the name). Its own waiters are held back that long; others are not.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, spans> own_delays; // (run, resource)
+  if (delay > 0)
+    for (std::uint32_t i = 0; i < h.requests.size(); ++i) {
+      const request_record& g = h.requests[i];
+      if (!granted(g) || g.keep || g.hold == hold_kind::multi)
+        continue;
+      const sim_time ttl = static_cast<sim_time>(g.ttl_ms) * 1000;
+      // The lease's end as that daemon knows it: from the earliest it may be to the latest.
+      sim_time from = attempt_start(g) + ttl;
+      sim_time until = g.reply + ttl;
+      for (const std::uint32_t e : f.extends[i]) {
+        const request_record& x = h.requests[e];
+        const sim_time x_ttl = static_cast<sim_time>(x.ttl_ms) * 1000;
+        if (x.daemon_instance == g.daemon_instance && x.result == outcome::ok) {
+          from = std::max(from, x.invoke + x_ttl);
+          until = std::max(until, x.reply + x_ttl);
+        }
+      }
+      const bool released_there =
+          std::any_of(f.unlocks[i].begin(), f.unlocks[i].end(), [&](std::uint32_t u) {
+            return h.requests[u].daemon_instance == g.daemon_instance &&
+                   h.requests[u].invoke < from;
+          });
+      if (!released_there)
+        own_delays[{g.daemon_instance, g.resource}].emplace_back(
+            from, until + drift_allowance(h, g.ttl_ms) + delay);
+    }
+  for (auto& [where, list] : own_delays)
+    list = merged(std::move(list));
+  const auto delayed_for = [&](const request_record& r) -> const spans* {
+    const auto it = own_delays.find({r.daemon_instance, r.resource});
+    return it == own_delays.end() || r.hold == hold_kind::multi ? nullptr : &it->second;
+  };
+
   // Waiters per queue, in the order they were sent. A LOCK ... WAIT answered ERR (too many
   // waiters, KEEP locks on its connection, another n) was refused at once and never waited: its
   // ERR may still sit behind earlier replies on its connection.
@@ -852,9 +891,16 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     bool reported = false;
     for (std::size_t k = 0; k < list.size() && !reported; ++k) {
       const request_record& r = h.requests[list[k]];
-      const spans& blocked = blocking(r);
+      spans with_delay;
+      const spans* blocked = &blocking(r);
+      if (const spans* own = delayed_for(r)) {
+        with_delay = *blocked;
+        with_delay.insert(with_delay.end(), own->begin(), own->end());
+        with_delay = merged(std::move(with_delay));
+        blocked = &with_delay;
+      }
       const sim_time t =
-          free_stretch(blocked, calm, head_from[k], left_queue(r), bounds.free_with_waiter);
+          free_stretch(*blocked, calm, head_from[k], left_queue(r), bounds.free_with_waiter);
       if (t >= 0) {
         reported = true; // one report per queue is enough to act on
         out.push_back({"liveness", r.resource, t,
@@ -881,6 +927,7 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
       const std::uint32_t w = list[k];
       const request_record& r = h.requests[w];
       const sim_time head_to = left_queue(r);
+      const spans* own = delayed_for(r); // its daemon lock-delays the name: not its turn
       const auto passes_in = [&](const std::vector<std::uint32_t>& grants, bool plain_only) {
         std::uint32_t passes = 0;
         const auto from =
@@ -891,7 +938,7 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
           if (g.reply >= head_to)
             break;
           if (g.invoke > r.invoke && (!plain_only || g.wait_ms < 0) &&
-              inside(calm, g.reply, g.reply))
+              inside(calm, g.reply, g.reply) && !(own && inside(*own, g.reply, g.reply)))
             ++passes;
         }
         return passes;

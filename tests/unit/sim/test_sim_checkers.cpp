@@ -251,6 +251,36 @@ TEST_CASE("liveness: a daemon's head waiter passed over again and again fails", 
   CHECK(check_liveness(b.h, generous).empty());
 }
 
+TEST_CASE("liveness: a head held back by its own daemon's lock-delay is not passed over, "
+          "another daemon's delay excuses nothing",
+          "[sim]") {
+  // Client 1 (daemon 1) got a lease at 9 s (TTL 1 s) and never released it through daemon 1:
+  // daemon 1 refuses the name until 10 s + lock-delay (5 s) whoever unlocks it elsewhere.
+  // Client 3 (daemon 1) waits from 10.05 s to 14 s while daemon 0's clients pass the lock on.
+  const auto history_with = [](std::uint32_t lease_client) {
+    builder b;
+    b.h.lock_delay_ms = 5'000;
+    const auto lease = b.grant(lease_client, 0, 9'000 * ms, 950, 1, 'a');
+    b.follow(client_op::unlock, lease, 10'020 * ms, 10'021 * ms, outcome::notheld);
+    b.waiter(3, 0, 10'050 * ms, 14'000 * ms, outcome::busy, 3'950);
+    for (int i = 0; i < 12; ++i) {
+      const sim_time at = 10'100 * ms + i * 300 * ms;
+      b.waiter(static_cast<std::uint32_t>(i % 2 == 0 ? 0 : 2), 0, at - 50 * ms, at, outcome::ok,
+               1000, static_cast<std::uint64_t>(i + 2));
+    }
+    return b.h;
+  };
+  CHECK(check_liveness(history_with(1)).empty());          // daemon 1's own lease: its delay
+  CHECK(has(check_liveness(history_with(0)), "liveness")); // daemon 0's lease: no excuse
+
+  // The lease released through daemon 1 before its end: nothing delays the name there.
+  history h = history_with(1);
+  h.requests[1].invoke = 9'500 * ms;
+  h.requests[1].reply = 9'501 * ms;
+  h.requests[1].result = outcome::ok;
+  CHECK(has(check_liveness(h), "liveness"));
+}
+
 TEST_CASE("bounded work: script calls far beyond what the requests account for fail", "[sim]") {
   builder b;
   b.waiter(1, 0, 10'000 * ms, 11'000 * ms, outcome::busy, 1000);
