@@ -20,11 +20,8 @@ acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, f
     return {validity_ms > 0 ? vote::yes : vote::failed};
   }
   if (reply.status == 0) {
-    // 0: the holder's key ends within the ms. It counts (as 1 ms): beside a longer hint from
-    // another master (a yield there), it is when this waiter may win; ignored, the waiter slept
-    // the longer one on a lock gone from a majority (simulator seed 70595).
-    if (reply.holder_pttl >= 0) {
-      const auto ms = std::max<std::uint64_t>(static_cast<std::uint64_t>(reply.holder_pttl), 1);
+    if (reply.holder_pttl > 0) {
+      const auto ms = static_cast<std::uint64_t>(reply.holder_pttl);
       retry_ms = retry_ms == 0 ? ms : std::min(retry_ms, ms);
     }
     return {vote::no};

@@ -57,7 +57,6 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.permits_in_force = 0;
   op.t0 = now_();
   op.lock.fence = fence_round(fences_.propose());
-  op.lock.attempt_proposal = op.lock.fence.proposed();
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
   op.lock.took = 0;
@@ -110,15 +109,6 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     take_slot(slot);
   if (op.lock.queued) {
     dequeue(slot, std::nullopt, true);
-    // The grant kept this daemon's entry on the masters for its next waiter, ticketed with the
-    // attempt's proposal (lib/marks.lua): that waiter takes the place, the same on every master.
-    // With its own later ticket it would yield to heads that yielded to the kept entry, and all
-    // would sleep on a free lock (simulator seed 70595).
-    if (const auto next = queues_.head(op.key)) {
-      operation& following = slots_[next->slot];
-      if (following.lock.ticket == 0 && traits_of(following.hold_kind).leaves_marks)
-        following.lock.ticket = op.lock.attempt_proposal;
-    }
     // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends;
     // behind a shared hold or a permit it tries now (it may be granted beside it).
     wake_head(op.key, traits_of(op.hold_kind).waiters_may_share

@@ -14,22 +14,11 @@
 -- intent is this daemon's, its head does not yield its turn to another daemon's older head:
 -- that head may be a reader the intent refuses, and each would wait for the other until the
 -- writer's WAIT ran out (simulator seeds 41560, 30038). Another daemon's writer waits a turn.
--- A grant that takes the intent out wakes the other daemons' heads marked here (on the wake
--- channel, the fence key's ':wake'): readers the intent refused sleep on its time, up to the
--- writer's whole WAIT, and their entries hold others back as long (simulator seed 70114).
 local function try(t)
   local granted, hint = grant(t)
   local intent = KEYS[1] .. ' write-intent'
   if granted then
-    if granted[1] == 1 and redis.call('del', intent) == 1 then
-      local m = redis.call('get', KEYS[4])
-      if m then
-        marks()
-        if scan(m, ms(t), ARGV[5]) ~= '' then
-          redis.pcall('publish', KEYS[2] .. ':wake', KEYS[1])
-        end
-      end
-    end
+    if granted[1] == 1 then redis.call('del', intent) end
   elseif live_readers(KEYS[1], now_ms(t)) and redis.call('pttl', intent) < tonumber(ARGV[4]) then
     redis.call('set', intent, ARGV[5], 'PX', ARGV[4])
   end

@@ -58,7 +58,7 @@ acquire_reply decode_acquire(const redisReply& reply, std::size_t rival_at) {
   if (out.status == 1)
     out.fence = counter(array_at(reply, 1));
   else if (out.status == 0)
-    out.holder_pttl = as_integer(array_at(reply, 1)).value_or(-1);
+    out.holder_pttl = as_integer(array_at(reply, 1)).value_or(0);
   return out;
 }
 
@@ -76,7 +76,7 @@ acquire_reply decode_acquire_slot(const redisReply& reply) {
     if (const auto slot = as_integer(array_at(reply, 5)); slot && *slot >= 0)
       out.slot = static_cast<std::uint32_t>(*slot);
   } else if (out.status == 0) {
-    out.holder_pttl = as_integer(array_at(reply, 1)).value_or(-1);
+    out.holder_pttl = as_integer(array_at(reply, 1)).value_or(0);
   } else if (out.status == 2) {
     out.permits_in_force = counter(array_at(reply, 1)).value_or(0);
   }

@@ -74,12 +74,8 @@ struct acquisition {
   // A release of the lock was seen while an attempt was in flight: if that attempt fails, the
   // next one goes at once instead of after the holder's remaining TTL.
   bool woken = false;
-  // The proposal of a queued LOCK's first attempt (0: it has not tried yet), or the place in
-  // line its daemon's entry kept for it (lock_acquired).
+  // The proposal of a queued LOCK's first attempt (0: it has not tried yet).
   std::uint64_t ticket = 0;
-  // The proposal this attempt's acquire round was sent with (a fencing round proposes anew):
-  // the ticket of the entry a grant keeps on the masters for the daemon's next waiter.
-  std::uint64_t attempt_proposal = 0;
   std::string last_failure; // the reply to give if the wait runs out
   // LABEL: stored after the owner in the hold's value (empty: none).
   std::string label;

@@ -117,7 +117,7 @@ struct acquire_reply {
   bool complete = false;              // the four fields the script returns
   std::optional<std::int64_t> status; // 1 granted, 0 refused, -2 lost data; the first field
   std::optional<std::uint64_t> fence; // granted: the counter before this grant, if numeric
-  std::int64_t holder_pttl = -1;      // refused: the holder's remaining TTL, -1 if unknown
+  std::int64_t holder_pttl = 0;       // refused: the holder's remaining TTL, 0 if unknown
   std::optional<node_time> time;      // when complete and parsable
   // acquire_wait and hand_over: the largest ticket of another daemon's head waiting on this
   // master (0: none, or a plain acquire).

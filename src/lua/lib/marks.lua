@@ -11,7 +11,7 @@
 --
 -- Lua makes every function of a script anew at each call, so the helpers below are made by
 -- marks(), on first use: a call that finds no mark (the uncontended case) never makes them.
-local ms, scan, put, wake, sleeps_past, yielded_to
+local ms, scan, put, wake, sleeps_past, yielded_to, kept_ticket
 
 local function marks()
   if ms then return end
@@ -92,6 +92,20 @@ local function marks()
     redis.pcall('publish', channel, published or KEYS[1])
   end
 
+  -- The ticket of the entry a grant keeps for the daemon's next waiter: after every head now
+  -- waiting (`largest`, the largest ticket of the others). The grant's proposal alone is not:
+  -- it is above what this daemon has seen, and another daemon's head may hold a larger ticket;
+  -- that head would yield to an entry whose waiter is not trying, and sleep while the oldest
+  -- head did (simulator seed 70595: four daemons' heads asleep for 300 ms on a free lock).
+  function kept_ticket(proposal, largest)
+    if less(largest, proposal) then return proposal end
+    local i = #largest -- largest + 1, in decimal text (tickets outgrow Lua's doubles)
+    while i > 0 and string.byte(largest, i) == 57 do i = i - 1 end -- '9'
+    if i == 0 then return '1' .. string.rep('0', #largest) end
+    return string.sub(largest, 1, i - 1) .. string.char(string.byte(largest, i) + 1) ..
+        string.rep('0', #largest - i)
+  end
+
   -- Whether an entry of mark text `others` (other daemons' live entries) comes after the head
   -- with ticket k of daemon `id`: that head yielded its turn to it.
   function yielded_to(others, k, id)
@@ -118,10 +132,9 @@ end
 -- the kind's grant (grant in prelude.lua for the exclusive lock): a table, or nil and the ms the
 -- holders keep the lock. Grants as `try` does unless another daemon's head with an earlier
 -- ticket waits here; the grant takes the daemon's entry out, or, when a next waiter stays
--- queued, keeps one for it, ticketed with the grant's proposal (the daemon gives that waiter
--- this ticket, the same on every master), so that a release of the lock through another
--- daemon still wakes it. With `releasing`, the lock key is a releasing owner's (a hand-over):
--- a grant replaces it, a refusal deletes it. A refusal marks
+-- queued, keeps one for it (its ticket after every head now waiting: kept_ticket) so that
+-- a release of the lock through another daemon still wakes it. With `releasing`, the lock key is
+-- a releasing owner's (a hand-over): a grant replaces it, a refusal deletes it. A refusal marks
 -- the entry until about the waiter's next try (the holders' remaining time, or the earlier
 -- head's entry, plus 1 % and the slack; never past the waiter's wait). Returns `try`'s answer
 -- with a fifth field, the largest ticket of another daemon waiting here ('0' if none): the
@@ -158,7 +171,7 @@ local function wait_turn(t, releasing, behind, try, first_in_line)
         local ttl = tonumber(ARGV[2])
         local untl = now + math.min(ttl + math.floor(ttl / 100) + tonumber(ARGV[7]), next_wait)
         put(KEYS[4], others, last, now,
-            ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. untl .. ';', untl)
+            ARGV[5] .. ' ' .. kept_ticket(ARGV[3], largest) .. ' ' .. untl .. ';', untl)
       elseif mine then
         put(KEYS[4], others, last, now)
       end
@@ -228,7 +241,7 @@ local function wait_turn_many(t, f, marks_of_members, try)
           local ttl = tonumber(ARGV[2])
           local untl = now + math.min(ttl + math.floor(ttl / 100) + tonumber(ARGV[7]), next_wait)
           put(mark, s.others, s.last, now,
-              ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. untl .. ';', untl)
+              ARGV[5] .. ' ' .. kept_ticket(ARGV[3], largest) .. ' ' .. untl .. ';', untl)
         elseif s.mine then
           put(mark, s.others, s.last, now)
         end

@@ -4,9 +4,9 @@
 -- plain LOCK, another set, a standard Redlock client) and with live readers.
 
 -- Sets every key of `keys` to `value` for ttl ms, or none. Refused: false and the longest time
--- a held member has left (-1 when unknown: no held member has a TTL).
+-- a held member has left (0 when unknown).
 local function multi_acquire(keys, value, ttl, now)
-  local held, longest = false, -1
+  local held, longest = false, 0
   for _, key in ipairs(keys) do
     local left = redis.call('pttl', key)
     if left == -2 and live_readers(key, now) then left = readers_pttl(key, now) end

@@ -1898,39 +1898,6 @@ TEST_CASE("a waiter marks with its first attempt's proposal as its ticket, and t
   CHECK(unmark[6] == f.cfg.fence_key + ":wake");
 }
 
-TEST_CASE("the next waiter takes the place a grant kept for it: the grant's proposal is its "
-          "ticket on every master",
-          "[engine][wake][fairness]") {
-  // The masters keep this daemon's entry for b, ticketed with a's winning attempt's proposal
-  // (lib/marks.lua). With its own later proposal as its ticket, b yielded on some masters to
-  // heads that had yielded to that entry on others, and every head slept on a free lock
-  // (simulator seed 70595).
-  fixture f;
-  auto a = std::make_shared<captured_replies>();
-  auto b = std::make_shared<captured_replies>();
-  f.engine.lock(waiting_lock("r", 1000, 8000), a, 0);
-  f.answer_all(request_kind::acquire, refused(300), 3);
-  f.engine.lock(waiting_lock("r", 1000, 8000), b, 0);
-  f.nodes.sent.clear();
-  f.advance(321ms);
-  const auto won = args_of(f.nodes.of(request_kind::acquire).back().bytes);
-  REQUIRE(won.size() == 15);
-  CHECK(std::stoull(won[14]) > 0); // b waits behind: the grant keeps an entry for it
-  f.answer_all(request_kind::acquire, granted(0), 3);
-  REQUIRE(a->lines.size() == 1);
-  CHECK(a->lines[0].starts_with("OK "));
-  f.nodes.sent.clear();
-  f.advance(1100ms); // a's lease ends unreleased: b tries
-  const auto next = args_of(f.nodes.of(request_kind::acquire).back().bytes);
-  REQUIRE(next.size() == 15);
-  CHECK(next[9] != won[9]);  // a fresh proposal,
-  CHECK(next[12] == won[9]); // the kept place as its ticket
-  f.answer_all(request_kind::acquire, refused(300), 3);
-  f.nodes.sent.clear();
-  f.advance(330ms);
-  CHECK(args_of(f.nodes.of(request_kind::acquire).back().bytes)[12] == won[9]); // kept
-}
-
 TEST_CASE("a wake-up without a waiter, or for a waiter that left, does nothing", "[engine][wake]") {
   fixture f;
   f.engine.on_released("r");
