@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 namespace redlockd::sim {
@@ -263,15 +264,17 @@ std::vector<const hold*> conflicts(std::span<const hold* const> active, const ho
       out.push_back(a);
   if (next.kind != hold_kind::permit || !out.empty())
     return out;
-  // Permits on distinct slots: at most n of them, all of the same n, on slots below n.
-  std::size_t open = 0;
+  // Permits on distinct slots: at most n slots in use, all of the same n, each below n. Slots,
+  // not holders, are counted: two holders of one slot are the pair above (a data loss may excuse
+  // them), and a grant of a free slot beside them adds no holder past n of its own.
+  std::set<std::uint32_t> slots;
   bool other_n = false;
   for (const hold* a : active)
     if (a->kind == hold_kind::permit) {
-      ++open;
+      slots.insert(a->slot);
       other_n = other_n || a->permits != next.permits;
     }
-  if (open >= next.permits || next.slot >= next.permits || other_n)
+  if (slots.size() >= next.permits || next.slot >= next.permits || other_n)
     for (const hold* a : active)
       if (a->kind == hold_kind::permit)
         out.push_back(a);
