@@ -26,6 +26,10 @@ acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, f
     }
     return {vote::no};
   }
+  // Another n is in force there (a permit's attempt): refused, nothing set. Whether that n is
+  // the semaphore's is decided when the round ends (another_n_in_force).
+  if (reply.status == 2)
+    return {vote::no};
   return {};
 }
 
@@ -104,6 +108,10 @@ std::size_t most_on_one_slot(std::uint32_t took, std::span<const std::int16_t> s
     best = std::max(best, count);
   }
   return best;
+}
+
+bool another_n_in_force(std::size_t refused, std::size_t nodes) {
+  return refused > nodes - quorum(nodes);
 }
 
 verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms) {

@@ -55,6 +55,7 @@ void lock_engine::new_attempt(operation& op) {
   while (op.hold_kind == lock_kind::exclusive && is_tagged(view(op.owner)));
   op.lock.slots.fill(-1);
   op.lock.permits_in_force = 0;
+  op.lock.refused_for_n = 0;
   op.t0 = now_();
   op.lock.fence = fence_round(fences_.propose());
   op.lock.fence_rounds = 0;
@@ -181,7 +182,8 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
                        cfg_.weakened.publish_on_cleanup || held_majority ? released::attempt_held
                                                                          : released::attempt,
                        {}, refused);
-  if (op.lock.permits_in_force != 0)
+  if (another_n_in_force(static_cast<std::size_t>(std::popcount(op.lock.refused_for_n)),
+                         node_count_))
     // Another n is in force for this semaphore: no wait makes the request right.
     line = format_error(err_code::permits_mismatch, std::to_string(op.lock.permits_in_force) +
                                                         " permits are in force for this semaphore");

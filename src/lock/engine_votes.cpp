@@ -38,8 +38,10 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_
         op.lock.took |= node_bit(node);
       if (granted && acquire->slot)
         op.lock.slots[node] = static_cast<std::int16_t>(*acquire->slot);
-      if (acquire->complete && acquire->status == 2)
-        op.lock.permits_in_force = acquire->permits_in_force; // judged when the round ends
+      if (acquire->complete && acquire->status == 2) { // judged when the round ends
+        op.lock.permits_in_force = acquire->permits_in_force;
+        op.lock.refused_for_n |= node_bit(node);
+      }
       const acquire_vote counted = count_acquire(*acquire, fences_, op.lock.fence, op.lock.retry_ms,
                                                  granted ? validity_now(op) : 0);
       if (counted.bad_fence)

@@ -355,6 +355,7 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.lock.shown.clear();
   op.lock.slot = 0;
   op.lock.permits_in_force = 0;
+  op.lock.refused_for_n = 0;
   op.hold_kind = lock_kind::exclusive;
   op.permits = 0;
   op.handing = {};

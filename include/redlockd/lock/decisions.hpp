@@ -44,6 +44,12 @@ vote_tally same_slot_view(const vote_tally& raw, std::span<const std::int16_t> s
 // attempt spread over slots holds no slot on a majority, whatever `took` counts.
 std::size_t most_on_one_slot(std::uint32_t took, std::span<const std::int16_t> slots);
 
+// Whether a failed permit attempt is refused ERR PERMITS_MISMATCH: `refused` of `nodes` masters
+// hold another n, so many that no majority can grant without one of them. Fewer are a minority
+// that a late attempt of another n left there for its TTL (simulator seed 101914): the
+// request's own n is in force, and it is BUSY (or waits) as any other attempt that failed.
+bool another_n_in_force(std::size_t refused, std::size_t nodes);
+
 // LOCK after its acquire round (fencing: after a fence round).
 verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);
 verdict judge_fencing(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);

@@ -84,10 +84,12 @@ struct acquisition {
   // What LOST names: the resource (a set: the first one the MLOCK named).
   std::string shown;
   // A permit's acquire: the slot each master granted (-1: none), the slot a majority gave (the
-  // grant's), and the n another request put in force on some master (0: none seen).
+  // grant's), the n another request put in force on some master (0: none seen) and the masters
+  // that refused for it.
   std::array<std::int16_t, max_nodes> slots{};
   std::uint32_t slot = 0;
   std::uint64_t permits_in_force = 0;
+  std::uint32_t refused_for_n = 0;
 };
 
 struct operation {

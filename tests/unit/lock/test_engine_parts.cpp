@@ -216,6 +216,19 @@ TEST_CASE("a permit attempt held a majority only where one slot did (seed 108)",
   CHECK(most_on_one_slot(0, slots) == 0);
 }
 
+TEST_CASE("another n refuses a permit only where no majority could grant without it (seed "
+          "101914)",
+          "[decisions][kinds]") {
+  CHECK_FALSE(another_n_in_force(0, 5));
+  CHECK_FALSE(another_n_in_force(2, 5)); // a minority: a late attempt's n, for its TTL
+  CHECK(another_n_in_force(3, 5));
+  CHECK(another_n_in_force(5, 5));
+  CHECK_FALSE(another_n_in_force(1, 3));
+  CHECK(another_n_in_force(2, 3));
+  CHECK(another_n_in_force(2, 4)); // of four: the other two are no majority
+  CHECK(another_n_in_force(1, 1));
+}
+
 TEST_CASE("a permit's round decides by slot: a majority must give the same one",
           "[decisions][kinds]") {
   vote_tally raw(5);
