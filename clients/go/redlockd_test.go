@@ -138,7 +138,7 @@ func TestPipelinedGoroutinesShareOneConnection(t *testing.T) {
 	if len(fences) != 16*20 {
 		t.Fatalf("%d distinct fences, want %d", len(fences), 16*20)
 	}
-	if after := d.number("clients"); after != before {
+	if after := d.number("clients"); after > before {
 		t.Fatalf("clients %v -> %v: the client opened more connections", before, after)
 	}
 }

@@ -146,7 +146,8 @@ class AioLockTests(_AioFleetCase):
 
         fences = await asyncio.gather(*(cycle(i) for i in range(200)))
         self.assertEqual(len(set(fences)), 200)
-        self.assertEqual((await self.info())["clients"], before)  # no extra connection
+        # No extra connection (an earlier test's closed one may still be in `before`).
+        self.assertLessEqual((await self.info())["clients"], before)
 
     async def test_wait_gets_the_lock_when_the_holder_releases(self):
         holder, waiter = self.client(), self.client()

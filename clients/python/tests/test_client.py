@@ -223,7 +223,9 @@ class LockTests(_FleetCase):
         self.assertEqual(errors, [])
         self.assertEqual(len(fences), 16 * 20)
         self.assertEqual(len(set(fences)), len(fences))
-        self.assertEqual(self.daemon.info()["clients"], before)  # no extra connection was opened
+        # No extra connection was opened. (Not "equal": a connection an earlier test closed may
+        # still have been counted in `before`, the daemon sees the close a moment later.)
+        self.assertLessEqual(self.daemon.info()["clients"], before)
 
     def test_wait_gets_the_lock_when_the_holder_releases(self):
         holder, waiter = self.client(), self.client()
