@@ -30,7 +30,7 @@ local function try(t)
 end
 local answer
 if waiting then
-  answer = wait_turn(t, false, 8, try)
+  answer = wait_turn(t, false, 8, try, false, true)
 else
   local hint
   answer, hint = try(t)

@@ -276,6 +276,26 @@ TEST_CASE("the last reader's release wakes another daemon's waiting writer, and 
   CHECK(m.run({"INFO", "commandstats"}).str.find("cmdstat_publish:calls=2") != std::string::npos);
 }
 
+TEST_CASE("a permit's head that yields to an older head tries when that head's entry ends, not "
+          "after the longest permit (simulator seed 120224)",
+          "[scripts][permits]") {
+  master m;
+  const std::string semaphore_marker = "redlockd:fence:waiting:s permits";
+  CHECK(field(permit(m, permit_a, 10000, 2), 0) == 1); // 's permits' lives 10 s, slot 1 is free
+  const redis_reply time = m.run({"TIME"});
+  const long long now_ms =
+      std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
+  // d1's older head (ticket 5) tries again within about 300 ms.
+  m.run({"SET", semaphore_marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(now_ms + 300) + ";",
+         "PX", "300"});
+  const auto yielded =
+      m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
+             {permit_b, "4000", "9", "2500", "d2d2d2d2d2d2d2d2", "9", "200", "0", "2", "0", ""});
+  CHECK(field(yielded, 0) == 0);
+  CHECK(field(yielded, 1) > 0);
+  CHECK(field(yielded, 1) <= 300);
+}
+
 TEST_CASE("readers expire by the master's clock (R1)", "[scripts][shared]") {
   master m;
   shared_lock(m, reader_a, 60); // its own score: now + 60 by the master's TIME

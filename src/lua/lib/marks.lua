@@ -139,8 +139,9 @@ end
 -- head's entry, plus 1 % and the slack; never past the waiter's wait). Returns `try`'s answer
 -- with a fifth field, the largest ticket of another daemon waiting here ('0' if none): the
 -- daemon's next tickets come after it. With `first_in_line`, the waiter yields to nobody (a
--- writer whose intent holds the readers back: an older head may be one of them).
-local function wait_turn(t, releasing, behind, try, first_in_line)
+-- writer whose intent holds the readers back: an older head may be one of them). With
+-- `no_holder_key`, KEYS[1] is no holder's key (a semaphore's count key).
+local function wait_turn(t, releasing, behind, try, first_in_line, no_holder_key)
   try = try or grant
   local next_wait = tonumber(ARGV[behind]) or 0 -- (absent: nobody behind)
   local m = redis.call('get', KEYS[4])
@@ -181,8 +182,11 @@ local function wait_turn(t, releasing, behind, try, first_in_line)
   end
   if releasing then redis.call('del', KEYS[1]) end
   -- Not tried (it yields to an older head), or tried by a hand-over whose lock is free here
-  -- now: the lock key's own time left.
-  if not hint or releasing then hint = redis.call('pttl', KEYS[1]) end
+  -- now: the lock key's own time left. With `no_holder_key` (a semaphore: KEYS[1] is its count
+  -- key, which lives as long as the longest permit), the older head's entry's: a permit's head
+  -- slept the longest permit's time past a free slot (simulator seed 120224).
+  if releasing or (not hint and not no_holder_key) then hint = redis.call('pttl', KEYS[1]) end
+  hint = hint or 0
   if hint <= 0 and first then hint = first - now end
   local stay = tonumber(ARGV[7])
   if hint > 0 then stay = hint + math.floor(hint / 100) + stay end
