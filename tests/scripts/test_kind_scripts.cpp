@@ -296,6 +296,40 @@ TEST_CASE("a permit's head that yields to an older head tries when that head's e
   CHECK(field(yielded, 1) <= 300);
 }
 
+TEST_CASE("the release of the reader that lives longest wakes another daemon's waiting writer when "
+          "the others end sooner (simulator seed 130230)",
+          "[scripts][shared]") {
+  master m;
+  const std::string marker = "redlockd:fence:waiting:r";
+  shared_lock(m, reader_a, 4000);
+  shared_lock(m, reader_b, 1000);
+  // d2's writer is refused by the readers: it sleeps on reader_a's time, about 4 s.
+  const auto refused = m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+                              {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
+  CHECK(field(refused, 0) == 0);
+  CHECK(field(refused, 1) > 3000);
+  const auto release = [&](const std::string& owner) {
+    return m.eval(script::shared_release, {"r", marker},
+                  {owner, "redlockd:fence:wake", "d1d1d1d1d1d1d1d1", "1", "200"});
+  };
+  const auto published = [&] {
+    return m.run({"INFO", "commandstats"}).str.find("cmdstat_publish:calls=1") != std::string::npos;
+  };
+  // reader_a leaves: reader_b ends in about 1 s, 3 s before the writer's try. It is woken.
+  CHECK(release(reader_a).integer == 1);
+  CHECK(published());
+  // The other way round, the shorter reader's release changes nothing for the writer.
+  master n;
+  shared_lock(n, reader_a, 4000);
+  shared_lock(n, reader_b, 1000);
+  n.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+         {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
+  CHECK(n.eval(script::shared_release, {"r", marker},
+               {reader_b, "redlockd:fence:wake", "d1d1d1d1d1d1d1d1", "1", "200"})
+            .integer == 1);
+  CHECK(n.run({"INFO", "commandstats"}).str.find("cmdstat_publish") == std::string::npos);
+}
+
 TEST_CASE("readers expire by the master's clock (R1)", "[scripts][shared]") {
   master m;
   shared_lock(m, reader_a, 60); // its own score: now + 60 by the master's TIME
