@@ -286,8 +286,8 @@ TEST_CASE("a permit's head that yields to an older head tries when that head's e
   const long long now_ms =
       std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
   // d1's older head (ticket 5) tries again within about 300 ms.
-  m.run({"SET", semaphore_marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(now_ms + 300) + ";",
-         "PX", "300"});
+  m.run({"SET", semaphore_marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(now_ms + 300) + ";", "PX",
+         "300"});
   const auto yielded =
       m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
              {permit_b, "4000", "9", "2500", "d2d2d2d2d2d2d2d2", "9", "200", "0", "2", "0", ""});
@@ -304,8 +304,9 @@ TEST_CASE("the release of the reader that lives longest wakes another daemon's w
   shared_lock(m, reader_a, 4000);
   shared_lock(m, reader_b, 1000);
   // d2's writer is refused by the readers: it sleeps on reader_a's time, about 4 s.
-  const auto refused = m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
-                              {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
+  const auto refused =
+      m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+             {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
   CHECK(field(refused, 0) == 0);
   CHECK(field(refused, 1) > 3000);
   const auto release = [&](const std::string& owner) {
