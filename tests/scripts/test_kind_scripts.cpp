@@ -52,6 +52,11 @@ struct master {
   std::string get(const std::string& key) const { return fleet.get(0, key).value_or("(nil)"); }
   long long pttl(const std::string& key) const { return fleet.pttl(0, key); }
   redis_reply run(const std::vector<std::string>& args) const { return fleet.command(0, args); }
+  // The master's TIME in ms.
+  long long now_ms() const {
+    const redis_reply time = run({"TIME"});
+    return std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
+  }
 };
 
 long long field(const redis_reply& reply, std::size_t i) {
@@ -65,6 +70,18 @@ redis_reply shared_lock(const master& m, const std::string& owner, long long ttl
                         long long proposal = 100) {
   return m.eval(script::shared_acquire, {key, fence, max_ttl},
                 {owner, std::to_string(ttl), std::to_string(proposal), label});
+}
+
+// Daemon d2's head, a writer, attempts r (acquire_wait): refused by readers, it marks r.
+redis_reply writer_waits(const master& m, const std::string& marker) {
+  return m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+                {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
+}
+
+// The release of a granted shared hold of r through daemon d1.
+redis_reply release_reader(const master& m, const std::string& marker, const std::string& owner) {
+  return m.eval(script::shared_release, {"r", marker},
+                {owner, "redlockd:fence:wake", "d1d1d1d1d1d1d1d1", "1", "200"});
 }
 
 redis_reply permit(const master& m, const std::string& owner, long long ttl, int n, int first = 0,
@@ -137,9 +154,7 @@ TEST_CASE("a shared hold is refused by an exclusive holder and by a waiting writ
   refused = shared_lock(m, reader_a, 1000, "", "q");
   CHECK(field(refused, 0) == 0);
   CHECK(field(refused, 1) == 0); // no reader in: at once
-  const redis_reply time = m.run({"TIME"});
-  const long long now_ms =
-      std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
+  const long long now_ms = m.now_ms();
   m.run({"ZADD", "q readers", std::to_string(now_ms + 1500), reader_b});
   refused = shared_lock(m, reader_a, 1000, "", "q");
   CHECK(field(refused, 0) == 0);
@@ -239,8 +254,7 @@ TEST_CASE("a writer whose daemon owns the intent does not yield to an older head
   m.run({"DEL", "r"});
   CHECK(field(reader("10"), 0) == 1); // d2's reader is in
   m.run({"ZREM", "r readers", reader_b});
-  const long long now_ms = std::stoll(m.run({"TIME"}).elements.at(0).str) * 1000;
-  m.run({"SET", marker, d2 + " 10 " + std::to_string(now_ms + 60'000) + ";"}); // d2 waits again
+  m.run({"SET", marker, d2 + " 10 " + std::to_string(m.now_ms() + 60'000) + ";"}); // d2 waits again
   CHECK(field(writer(d1, "20"), 0) == 0);
 }
 
@@ -252,16 +266,11 @@ TEST_CASE("the last reader's release wakes another daemon's waiting writer, and 
   shared_lock(m, reader_a, 4000);
   shared_lock(m, reader_b, 4000);
   // Daemon d2's writer waits: refused, it marks r.
-  m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
-         {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
+  writer_waits(m, marker);
   REQUIRE(m.get(marker) != "(nil)");
-  const auto release = [&](const std::string& owner) {
-    return m.eval(script::shared_release, {"r", marker},
-                  {owner, "redlockd:fence:wake", "d1d1d1d1d1d1d1d1", "1", "200"});
-  };
-  CHECK(release(reader_a).integer == 1);
+  CHECK(release_reader(m, marker, reader_a).integer == 1);
   CHECK(m.run({"INFO", "commandstats"}).str.find("cmdstat_publish") == std::string::npos);
-  CHECK(release(reader_b).integer == 1); // the last one: the writer is woken
+  CHECK(release_reader(m, marker, reader_b).integer == 1); // the last one: the writer is woken
   CHECK(m.run({"INFO", "commandstats"}).str.find("cmdstat_publish:calls=1") != std::string::npos);
 
   // A permit: daemon d2's waiter marks 's permits'; a release through d1 wakes it.
@@ -282,12 +291,9 @@ TEST_CASE("a permit's head that yields to an older head tries when that head's e
   master m;
   const std::string semaphore_marker = "redlockd:fence:waiting:s permits";
   CHECK(field(permit(m, permit_a, 10000, 2), 0) == 1); // 's permits' lives 10 s, slot 1 is free
-  const redis_reply time = m.run({"TIME"});
-  const long long now_ms =
-      std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
   // d1's older head (ticket 5) tries again within about 300 ms.
-  m.run({"SET", semaphore_marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(now_ms + 300) + ";", "PX",
-         "300"});
+  m.run({"SET", semaphore_marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(m.now_ms() + 300) + ";",
+         "PX", "300"});
   const auto yielded =
       m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
              {permit_b, "4000", "9", "2500", "d2d2d2d2d2d2d2d2", "9", "200", "0", "2", "0", ""});
@@ -299,35 +305,25 @@ TEST_CASE("a permit's head that yields to an older head tries when that head's e
 TEST_CASE("the release of the reader that lives longest wakes another daemon's waiting writer when "
           "the others end sooner (simulator seed 130230)",
           "[scripts][shared]") {
-  master m;
   const std::string marker = "redlockd:fence:waiting:r";
-  shared_lock(m, reader_a, 4000);
-  shared_lock(m, reader_b, 1000);
-  // d2's writer is refused by the readers: it sleeps on reader_a's time, about 4 s.
-  const auto refused =
-      m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
-             {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
+  // Readers of 4 s (reader_a) and 1 s (reader_b); d2's writer is refused by them and sleeps on
+  // reader_a's time, about 4 s.
+  const auto readers_and_writer = [&](const master& m) {
+    shared_lock(m, reader_a, 4000);
+    shared_lock(m, reader_b, 1000);
+    return writer_waits(m, marker);
+  };
+  master m;
+  const auto refused = readers_and_writer(m);
   CHECK(field(refused, 0) == 0);
   CHECK(field(refused, 1) > 3000);
-  const auto release = [&](const std::string& owner) {
-    return m.eval(script::shared_release, {"r", marker},
-                  {owner, "redlockd:fence:wake", "d1d1d1d1d1d1d1d1", "1", "200"});
-  };
-  const auto published = [&] {
-    return m.run({"INFO", "commandstats"}).str.find("cmdstat_publish:calls=1") != std::string::npos;
-  };
   // reader_a leaves: reader_b ends in about 1 s, 3 s before the writer's try. It is woken.
-  CHECK(release(reader_a).integer == 1);
-  CHECK(published());
+  CHECK(release_reader(m, marker, reader_a).integer == 1);
+  CHECK(m.run({"INFO", "commandstats"}).str.find("cmdstat_publish:calls=1") != std::string::npos);
   // The other way round, the shorter reader's release changes nothing for the writer.
   master n;
-  shared_lock(n, reader_a, 4000);
-  shared_lock(n, reader_b, 1000);
-  n.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
-         {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"});
-  CHECK(n.eval(script::shared_release, {"r", marker},
-               {reader_b, "redlockd:fence:wake", "d1d1d1d1d1d1d1d1", "1", "200"})
-            .integer == 1);
+  readers_and_writer(n);
+  CHECK(release_reader(n, marker, reader_b).integer == 1);
   CHECK(n.run({"INFO", "commandstats"}).str.find("cmdstat_publish") == std::string::npos);
 }
 
