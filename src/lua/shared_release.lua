@@ -10,17 +10,16 @@
 -- so it is when the reader that lived longest leaves and the others end more than the slack
 -- sooner: a writer the readers refused sleeps on the longest one's time (simulator seed
 -- 130230: 300 ms on a free lock).
-local score = redis.call('zscore', KEYS[1] .. ' readers', ARGV[1])
+-- (The mark and the reader's score are read first; without a mark, nobody waits: no more.)
+local m = ARGV[4] == '1' and redis.call('get', KEYS[2])
+local score = m and redis.call('zscore', KEYS[1] .. ' readers', ARGV[1])
 local removed = shared_release(KEYS[1], ARGV[1])
-if removed == 1 and ARGV[4] == '1' then
-  local m = redis.call('get', KEYS[2])
-  if m then
-    local now = now_ms(redis.call('time'))
-    if not live_readers(KEYS[1], now) or
-        tonumber(score) > now + readers_pttl(KEYS[1], now) + tonumber(ARGV[5]) then
-      marks()
-      wake(KEYS[2], m, ARGV[3], ARGV[2], ARGV[5])
-    end
+if removed == 1 and m then
+  local now = now_ms(redis.call('time'))
+  if not live_readers(KEYS[1], now) or
+      tonumber(score) > now + readers_pttl(KEYS[1], now) + tonumber(ARGV[5]) then
+    marks()
+    wake(KEYS[2], m, ARGV[3], ARGV[2], ARGV[5])
   end
 end
 return removed
