@@ -9,6 +9,7 @@
 set -uo pipefail
 [ $# -eq 1 ] && [ -d "$1" ] || { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
 build=$(cd "$1" && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 [ -x "$build/redlockd" ] || { echo "FAIL: $build/redlockd is not built"; exit 1; }
 for tool in unshare mount python3; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool not found"; exit 1; }
@@ -30,11 +31,7 @@ import os, socket, sys
 work = sys.argv[1]
 journal = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 journal.bind("/run/systemd/journal/socket")
-free = socket.socket()  # a free port for the daemon to listen on
-free.bind(("127.0.0.1", 0))
-port = free.getsockname()[1]
-free.close()
-open(os.path.join(work, "port"), "w").write(str(port))
+open(os.path.join(work, "ready"), "w").close()
 with open(os.path.join(work, "datagrams"), "wb") as out:
     while True:
         datagram = journal.recv(1 << 16)
@@ -44,7 +41,7 @@ with open(os.path.join(work, "datagrams"), "wb") as out:
         out.flush()
 PY
 receiver=$!
-for _ in $(seq 200); do [ -s "$work/port" ] && break; sleep 0.05; done
+for _ in $(seq 200); do [ -e "$work/ready" ] && break; sleep 0.05; done
 printf '{"listen": "127.0.0.1:%s", "nodes": ["127.0.0.1:1"]}\n' "$(cat "$work/port")" \
   >"$work/redlockd.json"
 exec 3>&2 2>"$work/stderr"
@@ -72,6 +69,8 @@ SH
 check() { # mode
   local mode=$1 dir=$work/$1
   mkdir -p "$dir"
+  python3 "$root/tests/support/free_ports.py" 1 >"$dir/port" ||
+    { echo "FAIL ($mode) no free loopback port"; return 1; }
   unshare -m bash "$work/run.sh" "$build/redlockd" "$dir" "$mode" ||
     { echo "FAIL ($mode) could not set up the namespace"; return 1; }
   python3 - "$dir" "$mode" <<'PY'

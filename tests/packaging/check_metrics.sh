@@ -36,12 +36,9 @@ failed=0
 ok() { echo "ok   $*"; }
 fail() { echo "FAIL $*"; failed=$((failed + 1)); }
 
-# Three free loopback ports (bound and released: a small race with other programs).
-read -r redis_port listen_port metrics_port < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')
+# Three free loopback ports, below the kernel's ephemeral range (no connection takes them).
+read -r redis_port listen_port metrics_port < <(python3 "$root/tests/support/free_ports.py" 3)
+[ -n "$metrics_port" ] || { echo "FAIL: tests/support/free_ports.py found no free ports"; exit 1; }
 
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
   --dir "$work" --logfile "$work/redis.log" &

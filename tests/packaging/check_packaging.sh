@@ -386,11 +386,8 @@ healthcheck_knows_quorum() {
   have redis-server redis-server && have python3 python3 || return 1
   local dir=$work/health redis_port listen_port metrics_port redis_pid daemon_pid status=0 cmd=()
   mkdir -p "$dir"
-  read -r redis_port listen_port metrics_port < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')
+  read -r redis_port listen_port metrics_port < <(python3 "$root/tests/support/free_ports.py" 3)
+  [ -n "$metrics_port" ] || return 1
   mapfile -d '' cmd < <(python3 - "$root/docker/Dockerfile" "$metrics_port" <<'PY'
 import json, re, sys
 text = re.sub(r"\\\n", " ", open(sys.argv[1]).read())

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <sys/prctl.h>
@@ -42,6 +43,43 @@ int decode_status(int raw) {
   return -1;
 }
 
+// The range bind(port 0) and connect() draw from; Linux's default when it cannot be read.
+std::pair<int, int> ephemeral_port_range() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  int high = 0;
+  if (in >> low >> high && low > 0 && low <= high) {
+    return {low, high};
+  }
+  return {32768, 60999};
+}
+
+// Binds 127.0.0.1:`port` and closes it again: the port bound, 0 when `port` is taken. Port 0
+// lets the kernel choose and throws when even that fails.
+std::uint16_t binds_on_loopback(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw_errno("socket");
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    if (port != 0) {
+      return 0;
+    }
+    errno = saved;
+    throw_errno("bind 127.0.0.1:0");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
 } // namespace
 
 temp_dir::temp_dir(const std::string& prefix) {
@@ -62,24 +100,24 @@ temp_dir::~temp_dir() {
 }
 
 std::uint16_t free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    throw_errno("socket");
+  // The kernel's port 0 comes from the ephemeral range, where every outgoing connection of
+  // every test running beside this one also takes its source port: between our close() and the
+  // program's bind(), one of them can take it (CI once saw "bind: Address already in use").
+  // A port below that range is only ever taken by a bind(), so the window is left to programs
+  // that pick the same way, at random.
+  const int ephemeral_low = ephemeral_port_range().first;
+  constexpr int lowest = 10000;
+  if (ephemeral_low - lowest >= 1000) {
+    thread_local std::mt19937 pick(std::random_device{}());
+    std::uniform_int_distribution<int> port(lowest, ephemeral_low - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const auto candidate = static_cast<std::uint16_t>(port(pick));
+      if (binds_on_loopback(candidate) == candidate) {
+        return candidate;
+      }
+    }
   }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    throw_errno("bind 127.0.0.1:0");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  return binds_on_loopback(0);
 }
 
 std::string read_file(const fs::path& file) {

@@ -26,7 +26,8 @@ class temp_dir {
   std::filesystem::path path_;
 };
 
-// Binds 127.0.0.1:0, reads the port the kernel chose, closes the socket.
+// A loopback port free at the time of the call (bound and released), picked at random below
+// the kernel's ephemeral range so that no outgoing connection can take it before it is used.
 std::uint16_t free_loopback_port();
 
 // Reads a whole file; "" when it does not exist.
