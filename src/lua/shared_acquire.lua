@@ -19,7 +19,9 @@ local function try(t)
   end, 2, 3)
 end
 local t = redis.call('time')
-if waiting then return wait_turn(t, false, 8, try) end
+-- A reader is kept out only by an exclusive holder (and a writer's intent, which `try` reports).
+local function exclusive_holder_left() return redis.call('pttl', KEYS[1]) end
+if waiting then return wait_turn(t, false, 8, try, false, exclusive_holder_left) end
 local granted, hint = try(t)
 if granted then return granted end
 return {0, hint, t[1], t[2]}

@@ -327,6 +327,58 @@ TEST_CASE("the release of the reader that lives longest wakes another daemon's w
   CHECK(n.run({"INFO", "commandstats"}).str.find("cmdstat_publish") == std::string::npos);
 }
 
+TEST_CASE("a writer that yields to an older head while readers hold the lock tries when the "
+          "readers are gone, not when that head's entry ends, and a reader when that entry ends "
+          "(simulator seeds 30023, 30120)",
+          "[scripts][shared]") {
+  master m;
+  const std::string marker = "redlockd:fence:waiting:r";
+  shared_lock(m, reader_a, 400);
+  // d1's older head (ticket 5) is marked for 5 s: it tried through its own daemon and was
+  // granted, and the grant kept its entry for its next waiter, after d2's head.
+  m.run({"SET", marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(m.now_ms() + 5000) + ";", "PX",
+         "5000"});
+  const auto yielded = writer_waits(m, marker); // d2's writer, ticket 8: it yields to d1
+  CHECK(field(yielded, 0) == 0);
+  CHECK(field(yielded, 1) > 0);
+  CHECK(field(yielded, 1) <= 400); // the reader's time, not d1's entry's (5 s)
+  // A reader that yields is not kept out by readers: it tries when the older head's entry ends
+  // (on the readers' time it slept 1.9 s past its turn: simulator seed 30120).
+  const auto reader =
+      m.eval(script::shared_acquire, {"r", fence, max_ttl, marker},
+             {reader_b, "1000", "9", "9000", "d3d3d3d3d3d3d3d3", "9", "200", "0", ""});
+  CHECK(field(reader, 0) == 0);
+  CHECK(field(reader, 1) > 4000);
+  // Without readers the older head's entry is the writer's hint too, as before.
+  m.run({"DEL", "r readers"});
+  const auto free = writer_waits(m, marker);
+  CHECK(field(free, 0) == 0);
+  CHECK(field(free, 1) > 4000);
+}
+
+TEST_CASE("a head that yields to an older head's entry tries about when that head tries, not a "
+          "slack later, and near the entry's end at its end (simulator seed 30038)",
+          "[scripts][shared]") {
+  const std::string marker = "redlockd:fence:waiting:r";
+  // d1's head (ticket 5) is marked until `left` ms from now: it tries about a slack (200 ms)
+  // before that. d2's writer (ticket 8) yields to it on a free lock.
+  const auto yields_to_entry_of = [&](long long left) {
+    master m;
+    m.run({"SET", marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(m.now_ms() + left) + ";", "PX",
+           std::to_string(left)});
+    const auto refused = writer_waits(m, marker);
+    CHECK(field(refused, 0) == 0);
+    return field(refused, 1);
+  };
+  const long long far = yields_to_entry_of(3000);
+  CHECK(far <= 2800); // the older head's try, not its entry's end: slacks add up along a chain
+  CHECK(far > 2700);
+  // Within two slacks of the end it waits for the end: no try while the older one is under way.
+  const long long near = yields_to_entry_of(350);
+  CHECK(near > 300);
+  CHECK(near <= 350);
+}
+
 TEST_CASE("readers expire by the master's clock (R1)", "[scripts][shared]") {
   master m;
   shared_lock(m, reader_a, 60); // its own score: now + 60 by the master's TIME
