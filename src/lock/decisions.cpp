@@ -33,6 +33,10 @@ acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, f
   return {};
 }
 
+std::uint64_t kept_entry_ticket(std::uint64_t proposal, std::uint64_t rival) {
+  return rival < proposal ? proposal : rival + 1;
+}
+
 vote count_fence_bump(const fence_bump_reply& reply, fence_register& fences, fence_round& round) {
   if (!reply.previous)
     return vote::failed;

@@ -61,6 +61,7 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
   op.lock.took = 0;
+  op.lock.kept_ticket = 0;
   if (op.lock.queued && op.lock.ticket == 0)
     op.lock.ticket = op.lock.fence.proposed();
   op.lock.retry_stamp = 0; // a retry still pending would be one attempt too many
@@ -110,6 +111,15 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     take_slot(slot);
   if (op.lock.queued) {
     dequeue(slot, std::nullopt, true);
+    // The grant kept this daemon's entry on the masters for its next waiter, after every head
+    // marked there. That waiter takes the latest of those places: with its own first proposal
+    // it could come after heads of other daemons that yielded to the kept entry, yield to them
+    // in turn, and all sleep on a free lock (simulator seeds 70595, 130212).
+    if (const auto next = queues_.head(op.key)) {
+      operation& following = slots_[next->slot];
+      if (following.lock.ticket == 0 && traits_of(following.hold_kind).leaves_marks)
+        following.lock.ticket = op.lock.kept_ticket;
+    }
     // The next waiter is woken by an UNLOCK through this daemon, or tries when this lease ends;
     // behind a shared hold or a permit it tries now (it may be granted beside it).
     wake_head(op.key, traits_of(op.hold_kind).waiters_may_share

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <variant>
 
 namespace redlockd {
@@ -34,8 +35,12 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_
       data_lost(node);
     } else if (clock_ok(node, acquire->time, op)) {
       const bool granted = acquire->complete && acquire->status == 1;
-      if (granted)
+      if (granted) {
         op.lock.took |= node_bit(node);
+        op.lock.kept_ticket =
+            std::max(op.lock.kept_ticket,
+                     kept_entry_ticket(op.lock.fence.proposed(), acquire->rival_ticket));
+      }
       if (granted && acquire->slot)
         op.lock.slots[node] = static_cast<std::int16_t>(*acquire->slot);
       if (acquire->complete && acquire->status == 2) { // judged when the round ends

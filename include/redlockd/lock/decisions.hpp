@@ -20,6 +20,10 @@ struct acquire_vote {
 // ticket (another daemon's waiter) is observed into `fences`.
 acquire_vote count_acquire(const acquire_reply& reply, fence_register& fences, fence_round& round,
                            std::uint64_t& retry_ms, std::int64_t validity_ms);
+// The ticket of the entry a grant keeps on a master for its daemon's next waiter, as the
+// script computes it (kept_ticket in lua/lib/marks.lua): the grant's proposal, or one after the
+// largest ticket of another daemon's head marked there (`rival`), whichever is later.
+std::uint64_t kept_entry_ticket(std::uint64_t proposal, std::uint64_t rival);
 vote count_fence_bump(const fence_bump_reply& reply, fence_register& fences, fence_round& round);
 // release and extend: -1 (the key is gone) also sets `gone`.
 vote count_release(const release_reply& reply, bool& gone);

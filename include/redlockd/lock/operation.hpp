@@ -74,8 +74,12 @@ struct acquisition {
   // A release of the lock was seen while an attempt was in flight: if that attempt fails, the
   // next one goes at once instead of after the holder's remaining TTL.
   bool woken = false;
-  // The proposal of a queued LOCK's first attempt (0: it has not tried yet).
+  // The proposal of a queued LOCK's first attempt (0: it has not tried yet), or the place in
+  // line its daemon's entry kept for it (lock_acquired).
   std::uint64_t ticket = 0;
+  // The latest ticket the entry kept for the daemon's next waiter has on a master that granted
+  // this attempt (kept_entry_ticket; 0: no master granted yet).
+  std::uint64_t kept_ticket = 0;
   std::string last_failure; // the reply to give if the wait runs out
   // LABEL: stored after the owner in the hold's value (empty: none).
   std::string label;

@@ -65,6 +65,15 @@ TEST_CASE("an acquire vote: granted with validity, refused with a retry hint", "
   CHECK(fences.propose() == 41);
 }
 
+TEST_CASE("the ticket a grant keeps for the next waiter comes after every head marked there",
+          "[decisions]") {
+  // As kept_ticket in lua/lib/marks.lua computes it on each master.
+  CHECK(kept_entry_ticket(50, 0) == 50);  // nobody else marked: the grant's proposal
+  CHECK(kept_entry_ticket(50, 49) == 50); // every head marked there has an earlier ticket
+  CHECK(kept_entry_ticket(50, 50) == 51); // a head with the proposal itself: after it
+  CHECK(kept_entry_ticket(50, 70) == 71); // one after the latest head marked
+}
+
 TEST_CASE("release and extend votes tell a gone key from another owner", "[decisions]") {
   bool gone = false;
   CHECK(count_release({1}, gone) == vote::yes);

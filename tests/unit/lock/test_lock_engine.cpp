@@ -75,6 +75,14 @@ std::string granted(std::uint64_t previous) {
   const std::string text = std::to_string(previous);
   return "*4\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time;
 }
+// acquire_wait's grant, with its fifth field: the largest ticket of another daemon's head marked
+// on that master ('0': none).
+std::string granted_beside(std::uint64_t previous, std::uint64_t rival) {
+  const std::string text = std::to_string(previous);
+  const std::string ticket = std::to_string(rival);
+  return "*5\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
+         "$" + std::to_string(ticket.size()) + "\r\n" + ticket + "\r\n";
+}
 // The hand_over script's answer: granted to the new owner (or refused), and the releasing
 // owner's key replaced (1), held by another (0) or gone (-1).
 std::string handed(std::uint64_t previous, int released) {
@@ -1896,6 +1904,45 @@ TEST_CASE("a waiter marks with its first attempt's proposal as its ticket, and t
   CHECK(unmark[4] == "r");       // the lock key: its writers' intent goes too
   CHECK(unmark[5] == first[11]); // this daemon's id
   CHECK(unmark[6] == f.cfg.fence_key + ":wake");
+}
+
+TEST_CASE("the next waiter takes the place a grant kept for it: the latest kept entry's ticket",
+          "[engine][wake][fairness]") {
+  // A grant with b behind keeps this daemon's entry on each granting master, ticketed after every
+  // head marked there (kept_ticket in lib/marks.lua). With its own first proposal as its ticket,
+  // b came after heads of other daemons that had yielded to that entry and yielded to them in
+  // turn: every head slept on a free lock (simulator seeds 70595, 130212).
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  f.engine.lock(waiting_lock("r", 1000, 8000), a, 0);
+  f.answer_all(request_kind::acquire, refused(300), 3);
+  f.engine.lock(waiting_lock("r", 1000, 8000), b, 0);
+  f.nodes.sent.clear();
+  f.advance(321ms);
+  const auto won = args_of(f.nodes.of(request_kind::acquire).back().bytes);
+  REQUIRE(won.size() == 15);
+  CHECK(std::stoull(won[14]) > 0); // b waits behind: the grant keeps an entry for it
+  const std::uint64_t proposal = std::stoull(won[9]);
+  f.answer(0, request_kind::acquire, granted_beside(0, 0));            // kept: the proposal
+  f.answer(1, request_kind::acquire, granted_beside(0, proposal + 5)); // kept: one after it
+  f.answer(2, request_kind::acquire, granted_beside(0, proposal - 1)); // kept: the proposal
+  REQUIRE(a->lines.size() == 1);
+  CHECK(a->lines[0].starts_with("OK "));
+  // Another lock's grant raises what this daemon has seen: b's own proposal is far later now.
+  f.engine.lock(lock_of("s", 1000), f.client, 0);
+  f.answer_all(request_kind::acquire, granted(proposal + 100), 3);
+  f.nodes.sent.clear();
+  f.advance(1100ms); // a's lease ends unreleased: b tries
+  const auto next = args_of(f.nodes.of(request_kind::acquire).back().bytes);
+  REQUIRE(next.size() == 15);
+  CHECK(std::stoull(next[9]) > proposal + 100);    // a fresh proposal,
+  CHECK(next[12] == std::to_string(proposal + 6)); // the latest kept place its ticket
+  f.answer_all(request_kind::acquire, refused(300), 3);
+  f.nodes.sent.clear();
+  f.advance(330ms);
+  CHECK(args_of(f.nodes.of(request_kind::acquire).back().bytes)[12] ==
+        std::to_string(proposal + 6)); // kept for the whole wait
 }
 
 TEST_CASE("a wake-up without a waiter, or for a waiter that left, does nothing", "[engine][wake]") {
