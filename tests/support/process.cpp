@@ -7,9 +7,11 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <mutex>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <sys/prctl.h>
@@ -105,6 +107,11 @@ std::uint16_t free_loopback_port() {
   // program's bind(), one of them can take it (CI once saw "bind: Address already in use").
   // A port below that range is only ever taken by a bind(), so the window is left to programs
   // that pick the same way, at random.
+  // A port handed out before is not handed out again by this process: the caller may not have
+  // bound it yet (a test picks the metrics port, then the daemon's, then starts the daemon).
+  static std::mutex handed_out_mutex;
+  static std::set<std::uint16_t> handed_out;
+  const std::lock_guard<std::mutex> lock(handed_out_mutex);
   const int ephemeral_low = ephemeral_port_range().first;
   constexpr int lowest = 10000;
   if (ephemeral_low - lowest >= 1000) {
@@ -112,12 +119,15 @@ std::uint16_t free_loopback_port() {
     std::uniform_int_distribution<int> port(lowest, ephemeral_low - 1);
     for (int attempt = 0; attempt < 64; ++attempt) {
       const auto candidate = static_cast<std::uint16_t>(port(pick));
-      if (binds_on_loopback(candidate) == candidate) {
+      if (!handed_out.contains(candidate) && binds_on_loopback(candidate) == candidate) {
+        handed_out.insert(candidate);
         return candidate;
       }
     }
   }
-  return binds_on_loopback(0);
+  const std::uint16_t chosen = binds_on_loopback(0);
+  handed_out.insert(chosen);
+  return chosen;
 }
 
 std::string read_file(const fs::path& file) {
