@@ -357,6 +357,23 @@ TEST_CASE("a writer that yields to an older head while readers hold the lock tri
   CHECK(field(free, 1) > 15'000);
 }
 
+TEST_CASE("a writer that yields to an older head while readers hold the lock for longer tries "
+          "about when that head tries, not when the readers are gone (simulator seed 160061)",
+          "[scripts][shared]") {
+  master m;
+  const std::string marker = "redlockd:fence:waiting:r";
+  // Readers hold r for 20 s: while the writer yields it leaves no intent, and new readers (the
+  // older head among them) keep the readers' time going for as long as they come.
+  shared_lock(m, reader_a, 20'000);
+  // d1's older head (ticket 5) tries within about 3 s.
+  m.run({"SET", marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(m.now_ms() + 3000) + ";", "PX",
+         "3000"});
+  const auto yielded = writer_waits(m, marker); // d2's writer, ticket 8: it yields to d1
+  CHECK(field(yielded, 0) == 0);
+  CHECK(field(yielded, 1) > 0);
+  CHECK(field(yielded, 1) <= 3000); // d1's try, then its own try leaves an intent
+}
+
 TEST_CASE("a head that yields to an older head's entry tries about when that head tries, not a "
           "slack later, and near the entry's end at its end (simulator seed 30038)",
           "[scripts][shared]") {

@@ -203,16 +203,23 @@ local function wait_turn(t, releasing, behind, try, first_in_line, holders_left)
   if releasing then
     redis.call('del', KEYS[1]) -- tried by a hand-over whose lock is free here now
     hint = -2
-  elseif not hint then
-    -- Not tried: it yields to an older head. It tries again when the holders that keep it out
-    -- are gone, or else when that head's entry ends. The holders' time comes first: the older
-    -- head tries by then at the latest, and its entry can outlast it (it tried early through its
-    -- own daemon, and its grant's kept entry came after this head): a writer slept on it for
-    -- 350 ms past the last reader (simulator seed 30023).
+  end
+  local stay = tonumber(ARGV[7])
+  if not hint then
+    -- Not tried: it yields to an older head. It tries again at whichever comes first: the end
+    -- of the holders that keep it out, or about that head's next try. The head's entry can
+    -- outlast the holders (it tried early through its own daemon, and its grant's kept entry
+    -- came after this head): a writer slept on it 350 ms past the last reader (simulator seed
+    -- 30023). The holders can outlast the head's try: readers the head joins, and new readers
+    -- after it (no write intent stops them while the writer yields), kept a writer asleep to
+    -- the end of its wait (160061).
     hint = holders_left(now)
+    if first then
+      local turn = until_next_try(first - now, stay)
+      if hint <= 0 or turn < hint then hint = turn end
+    end
   end
   hint = hint or 0
-  local stay = tonumber(ARGV[7])
   if hint <= 0 and first then hint = until_next_try(first - now, stay) end
   if hint > 0 then stay = hint + math.floor(hint / 100) + stay end
   local untl = now + math.min(stay, tonumber(ARGV[4]))
