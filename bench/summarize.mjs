@@ -34,15 +34,18 @@ if (compare) {
   console.log(`\nMachine: ${machine}. A/B: new = ${new_binary}, old = ${old_binary}; medians of ` +
               `${rounds} interleaved round(s), ${seconds} s windows, each daemon fresh per round.\n`);
   console.log("| workload | cycles/s new | cycles/s old | new / old | daemon CPU µs/cycle new | " +
-              "old | new / old |");
-  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+              "old | new / old | acquire p99 ms new / old |");
+  console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
   for (const [label, what] of [["low_p1", "R=10,000, C=50 P=1"], ["low_p8", "R=10,000, C=50 P=8"],
-                               ["contended", "R=10, C=50, WAIT 10 s"]]) {
+                               ["contended", "R=10, C=50, WAIT 10 s"],
+                               ["contended_2d", "R=10, C=50 on 2 daemons, WAIT 10 s"]]) {
     const c_new = m(`${label}@new`, "cycles_per_s"), c_old = m(`${label}@old`, "cycles_per_s");
     const u_new = m(`${label}@new`, "daemon_cpu_us_per_cycle");
     const u_old = m(`${label}@old`, "daemon_cpu_us_per_cycle");
+    const p_new = m(`${label}@new`, "acquire_p99_us"), p_old = m(`${label}@old`, "acquire_p99_us");
     console.log(`| ${label} (${what}) | ${n(c_new)} | ${n(c_old)} | ${ratio(c_new, c_old)} | ` +
-                `${n(u_new, 1)} | ${n(u_old, 1)} | ${ratio(u_new, u_old)} |`);
+                `${n(u_new, 1)} | ${n(u_old, 1)} | ${ratio(u_new, u_old)} | ` +
+                `${ms(p_new)} / ${ms(p_old)} |`);
   }
   process.exit(0);
 }
