@@ -685,16 +685,29 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
   }
 
   // Lock-delay is each daemon's own (PROTOCOL.md): a lease it granted whose TTL, from its last
-  // renewal through that daemon, ran out before that daemon saw an UNLOCK keeps the name refused
-  // there for lock-delay, even when the holder renewed or released it through another daemon
-  // (the daemon cannot know: seed 70121, a reader passed over by other daemons' readers while
-  // its own daemon delayed the name). Its own waiters are held back that long; others are not.
+  // renewal through that daemon, ran out before that daemon saw an UNLOCK (or a KEEP lock that
+  // it lost, or whose connection ended) keeps the name refused there for lock-delay, even when the
+  // holder renewed or released it through another daemon (the daemon cannot know: seed 70121, a
+  // reader passed over by other daemons' readers while its own daemon delayed the name). Its own
+  // waiters are held back that long; others are not.
   std::map<std::pair<std::uint32_t, std::uint32_t>, spans> own_delays; // (run, resource)
   if (delay > 0)
     for (std::uint32_t i = 0; i < h.requests.size(); ++i) {
       const request_record& g = h.requests[i];
-      if (!granted(g) || g.keep || g.hold == hold_kind::multi)
+      if (!granted(g) || g.hold == hold_kind::multi)
         continue;
+      if (g.keep) {
+        // A KEEP lock ends uncleanly when it is LOST (the daemon delayed the name before its
+        // client read the line: from the grant on, to be safe) or its connection ends while it
+        // is held (seed 161497: a reader's connection closed, and its daemon's writer waited
+        // out the delay while other daemons' readers came in).
+        const sim_time from = g.lost >= 0 ? g.reply : g.connection_ended;
+        const sim_time end = g.lost >= 0 ? g.lost : g.connection_ended;
+        if (end >= 0)
+          own_delays[{g.daemon_instance, g.resource}].emplace_back(
+              from, end + drift_allowance(h, g.ttl_ms) + delay);
+        continue;
+      }
       const sim_time ttl = static_cast<sim_time>(g.ttl_ms) * 1000;
       // The lease's end as that daemon knows it: from the earliest it may be to the latest.
       sim_time from = attempt_start(g) + ttl;

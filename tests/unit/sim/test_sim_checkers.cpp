@@ -281,6 +281,37 @@ TEST_CASE("liveness: a head held back by its own daemon's lock-delay is not pass
   CHECK(has(check_liveness(h), "liveness"));
 }
 
+TEST_CASE("liveness: a KEEP lock whose connection ended or that was LOST lock-delays the name on "
+          "its own daemon only",
+          "[sim]") {
+  // Client 1 (daemon 1) holds a KEEP lock from 9 s; at 10 s its connection ends (or a LOST
+  // comes) while it holds it: daemon 1 refuses the name for lock-delay (5 s). Client 3 (daemon 1)
+  // waits from 10.05 s to 14 s while daemon 0's clients pass the lock on (seed 161497).
+  const auto history_with = [](std::uint32_t keep_client, bool lost) {
+    builder b;
+    b.h.lock_delay_ms = 5'000;
+    const auto keep = b.grant(keep_client, 0, 9'000 * ms, 950, 1, 'a', true);
+    if (lost)
+      b.h.requests[keep].lost = 10'000 * ms;
+    else
+      b.h.requests[keep].connection_ended = 10'000 * ms;
+    b.waiter(3, 0, 10'050 * ms, 14'000 * ms, outcome::busy, 3'950);
+    for (int i = 0; i < 12; ++i) {
+      const sim_time at = 10'100 * ms + i * 300 * ms;
+      b.waiter(static_cast<std::uint32_t>(i % 2 == 0 ? 0 : 2), 0, at - 50 * ms, at, outcome::ok,
+               1000, static_cast<std::uint64_t>(i + 2));
+    }
+    return b.h;
+  };
+  CHECK(check_liveness(history_with(1, false)).empty()); // daemon 1's own KEEP lock: its delay
+  CHECK(check_liveness(history_with(1, true)).empty());
+  CHECK(has(check_liveness(history_with(0, false)), "liveness")); // daemon 0's: no excuse
+  // Still held at the end of the run (neither ended nor lost): nothing delays the name.
+  history h = history_with(1, false);
+  h.requests[0].connection_ended = -1;
+  CHECK(has(check_liveness(h), "liveness"));
+}
+
 TEST_CASE("bounded work: script calls far beyond what the requests account for fail", "[sim]") {
   builder b;
   b.waiter(1, 0, 10'000 * ms, 11'000 * ms, outcome::busy, 1000);
