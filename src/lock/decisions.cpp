@@ -114,6 +114,10 @@ std::size_t most_on_one_slot(std::uint32_t took, std::span<const std::int16_t> s
   return best;
 }
 
+bool retry_after_split(std::size_t held, std::size_t nodes, unsigned retried) {
+  return held > 0 && held < quorum(nodes) && retried < max_split_retries;
+}
+
 bool another_n_in_force(std::size_t refused, std::size_t nodes) {
   return refused > nodes - quorum(nodes);
 }

@@ -156,6 +156,25 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   finish_grant(slot, std::move(grant));
 }
 
+void lock_engine::late_grant(const request_tag& tag, const script_reply& reply) {
+  // A waiter's failed attempt was decided when a majority refused it; a grant that comes after
+  // shows a split as one counted in time does (retry_after_split), once per attempt.
+  operation& op = slots_[tag.op];
+  const auto* acquire = std::get_if<acquire_reply>(&reply);
+  if (op.phase != op_phase::waiting || !op.lock.queued || op.lock.failed_generation == 0 ||
+      tag.generation != op.lock.failed_generation || acquire == nullptr || !acquire->complete ||
+      acquire->status != 1)
+    return;
+  op.lock.failed_generation = 0;
+  if (!retry_after_split(1, node_count_, op.lock.split_retries))
+    return;
+  const auto when = now_() + jitter(default_retry_ms);
+  if (when >= op.lock.wait_until)
+    return;
+  ++op.lock.split_retries;
+  schedule_retry(tag.op, when);
+}
+
 void lock_engine::take_slot(std::uint32_t slot) {
   // A majority gave the same slot (votes_of): the permit is that slot, and the owner says so.
   // Masters that gave this attempt another slot release it there (by the attempt's owner, on
@@ -204,13 +223,20 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
     // Wait for the holder: at the time its remaining TTL suggests, plus jitter so that daemons
     // sharing the fleet do not collide again; never in a busy loop.
     // A release seen while this attempt was out: the lock may be free now, try again at once.
-    const std::uint64_t hint = busy && op.lock.retry_ms > 0 ? op.lock.retry_ms : default_retry_ms;
+    // After a split vote, the hint may be another head's attempt, gone in a moment: soon, at a
+    // random time within the default retry, a few times per release (retry_after_split).
+    const bool split = busy && retry_after_split(held, node_count_, op.lock.split_retries);
+    if (split)
+      ++op.lock.split_retries;
+    const std::uint64_t hint =
+        split ? 0 : (busy && op.lock.retry_ms > 0 ? op.lock.retry_ms : default_retry_ms);
     const auto when =
         op.lock.woken ? now
                       : std::min(now + std::chrono::milliseconds(hint) + jitter(default_retry_ms),
                                  op.lock.wait_until);
     op.lock.last_failure = std::move(line);
     op.enter(op_phase::waiting);
+    op.lock.failed_generation = busy && !split ? op.generation : 0; // late_grant
     op.generation = next_generation(op.generation);
     if (when < op.lock.wait_until)
       schedule_retry(slot, when);
@@ -312,6 +338,7 @@ void lock_engine::retry_head(const std::string& key, clock_type::time_point when
   if (!head)
     return;
   operation& op = slots_[head->slot];
+  op.lock.split_retries = 0;
   if (op.phase == op_phase::waiting)
     schedule_retry(head->slot, when);
   else
@@ -348,6 +375,7 @@ void lock_engine::wake_released(const std::string& key) {
   if (!head)
     return; // nobody waits here
   operation& op = slots_[head->slot];
+  op.lock.split_retries = 0;
   if (op.phase != op_phase::waiting) {
     op.lock.woken = true; // trying already: again if this attempt fails
     return;

@@ -266,8 +266,13 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
   default:
     break;
   }
-  if (tag.generation == 0 || tag.op >= slots_.size() || !expects(tag, node))
+  if (tag.generation == 0 || tag.op >= slots_.size())
     return;
+  if (!expects(tag, node)) {
+    if (tag.kind == traits_of(slots_[tag.op].hold_kind).acquire_request)
+      late_grant(tag, reply);
+    return;
+  }
   if (tag.kind == request_kind::hand_over)
     pass_to_waiter(tag.op, node, &reply); // the waiter's vote; the UNLOCK's own below
   take_reply(node, tag, reply);
@@ -350,6 +355,8 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.lock.retry_ms = 0;
   op.lock.queued = op.lock.keep = op.lock.keep_started = op.lock.woken = false;
   op.lock.retry_stamp = op.lock.ticket = 0;
+  op.lock.split_retries = 0;
+  op.lock.failed_generation = 0;
   op.lock.label.clear();
   op.lock.max_hold_ms = 0;
   op.lock.shown.clear();

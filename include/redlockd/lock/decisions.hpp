@@ -54,6 +54,17 @@ std::size_t most_on_one_slot(std::uint32_t took, std::span<const std::int16_t> s
 // request's own n is in force, and it is BUSY (or waits) as any other attempt that failed.
 bool another_n_in_force(std::size_t refused, std::size_t nodes);
 
+// Whether a waiter's failed attempt tries again soon instead of after its refusal's hint. An
+// attempt that set its key on some masters (`held` of `nodes`; a round is decided as soon as a
+// majority refused, and a grant that comes after counts too) but not on a majority may have
+// split the masters with another daemon's head: each was refused by the other's attempt key,
+// whose TTL is the hint, and whose cleanup wakes nobody (a minority release wakes nobody, or
+// waiters loop: issue 21). Both slept the whole TTL on a free lock (10 s in scripts/bench's hot
+// row on two daemons). Soon means a few times per release seen (`retried` since the last one),
+// so a waiter that a holder on a majority refuses still makes a bounded number of attempts.
+inline constexpr unsigned max_split_retries = 3;
+bool retry_after_split(std::size_t held, std::size_t nodes, unsigned retried);
+
 // LOCK after its acquire round (fencing: after a fence round).
 verdict judge_acquire(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);
 verdict judge_fencing(const vote_tally& tally, bool fence_conflict, std::int64_t validity_ms);

@@ -74,6 +74,11 @@ struct acquisition {
   // A release of the lock was seen while an attempt was in flight: if that attempt fails, the
   // next one goes at once instead of after the holder's remaining TTL.
   bool woken = false;
+  // Attempts retried soon after a split vote since the last release seen (retry_after_split).
+  unsigned split_retries = 0;
+  // The generation of its last failed attempt, while a late grant of it may still show a split
+  // (lock_engine::late_grant; 0: none).
+  std::uint32_t failed_generation = 0;
   // The proposal of a queued LOCK's first attempt (0: it has not tried yet), or the place in
   // line its daemon's entry kept for it (lock_acquired).
   std::uint64_t ticket = 0;

@@ -1865,6 +1865,62 @@ TEST_CASE("a wake-up replaces the pending retry: no stale timer adds an attempt"
   CHECK(f.count_sent(request_kind::acquire) == 0);
 }
 
+TEST_CASE("a waiter whose attempt split the masters tries again soon, a few times per release, "
+          "then on the refusals' hint",
+          "[engine][wake]") {
+  // scripts/bench's hot row on two daemons: two heads woken together each took two masters,
+  // each refused by the other's attempt key (TTL 10 s) and the old holder's on the fifth; both
+  // cleanups woke nobody (a minority release), and both heads slept 10 s on a free lock.
+  fixture f;
+  f.engine.lock(waiting_lock("r", 10000, 60000), f.client, 0);
+  const auto split = [&] {
+    f.answer(0, request_kind::acquire, granted(0));
+    f.answer(1, request_kind::acquire, granted(0));
+    f.answer_all(request_kind::acquire, refused(9000), 5);
+    f.nodes.sent.clear();
+  };
+  for (unsigned i = 0; i < max_split_retries; ++i) {
+    split();
+    f.advance(21ms); // within the default retry and its jitter
+    REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  }
+  split(); // the fourth split in a row: a holder on a majority may be what refuses it
+  f.advance(21ms);
+  CHECK(f.count_sent(request_kind::acquire) == 0);
+  f.advance(1000ms);
+  CHECK(f.count_sent(request_kind::acquire) == 0); // on the hint, about 9 s
+  // A release seen gives it a few more.
+  f.engine.on_released(f.cfg.key_prefix + "r");
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  split();
+  f.advance(21ms);
+  CHECK(f.count_sent(request_kind::acquire) == 5);
+  // Refused everywhere (nothing taken), it sleeps on the hint as before.
+  f.answer_all(request_kind::acquire, refused(9000), 5);
+  f.nodes.sent.clear();
+  f.advance(100ms);
+  CHECK(f.count_sent(request_kind::acquire) == 0);
+  // Decided by three refusals before two grants came: the late grants show the split.
+  f.engine.on_released(f.cfg.key_prefix + "r");
+  REQUIRE(f.count_sent(request_kind::acquire) == 5);
+  for (std::size_t node = 2; node < 5; ++node)
+    f.answer(node, request_kind::acquire, refused(9000));
+  f.advance(21ms);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5); // decided: on the hint, for now
+  f.answer(0, request_kind::acquire, granted(0));    // late
+  f.answer(1, request_kind::acquire, granted(0));
+  f.advance(21ms);
+  CHECK(f.count_sent(request_kind::acquire) == 10);
+}
+
+TEST_CASE("retry_after_split: some masters taken but no majority, a few times", "[engine]") {
+  CHECK(retry_after_split(2, 5, 0));
+  CHECK(retry_after_split(1, 5, max_split_retries - 1));
+  CHECK_FALSE(retry_after_split(2, 5, max_split_retries));
+  CHECK_FALSE(retry_after_split(0, 5, 0)); // refused everywhere: a holder's time
+  CHECK_FALSE(retry_after_split(3, 5, 0)); // held a majority: its release wakes the others
+}
+
 TEST_CASE("a waiter marks with its first attempt's proposal as its ticket, and the last waiter "
           "leaving without the lock takes the daemon's mark out",
           "[engine][wake][fairness]") {
