@@ -67,6 +67,16 @@ struct builder {
     h.requests.push_back(r);
     return static_cast<std::uint32_t>(h.requests.size() - 1);
   }
+  // Client 3 (daemon 1) waits for resource 0 from 10.05 s to 14 s while daemon 0's clients 0 and
+  // 2 pass it on every 300 ms, each grant to a newer waiter.
+  void waiter_passed_on_daemon_0() {
+    waiter(3, 0, 10'050 * ms, 14'000 * ms, outcome::busy, 3'950);
+    for (int i = 0; i < 12; ++i) {
+      const sim_time at = 10'100 * ms + i * 300 * ms;
+      waiter(static_cast<std::uint32_t>(i % 2 == 0 ? 0 : 2), 0, at - 50 * ms, at, outcome::ok, 1000,
+             static_cast<std::uint64_t>(i + 2));
+    }
+  }
   std::uint32_t waiter(std::uint32_t client, std::uint32_t resource, sim_time invoke,
                        sim_time reply, outcome result, std::int64_t wait_ms,
                        std::uint64_t fence = 0) {
@@ -262,12 +272,7 @@ TEST_CASE("liveness: a head held back by its own daemon's lock-delay is not pass
     b.h.lock_delay_ms = 5'000;
     const auto lease = b.grant(lease_client, 0, 9'000 * ms, 950, 1, 'a');
     b.follow(client_op::unlock, lease, 10'020 * ms, 10'021 * ms, outcome::notheld);
-    b.waiter(3, 0, 10'050 * ms, 14'000 * ms, outcome::busy, 3'950);
-    for (int i = 0; i < 12; ++i) {
-      const sim_time at = 10'100 * ms + i * 300 * ms;
-      b.waiter(static_cast<std::uint32_t>(i % 2 == 0 ? 0 : 2), 0, at - 50 * ms, at, outcome::ok,
-               1000, static_cast<std::uint64_t>(i + 2));
-    }
+    b.waiter_passed_on_daemon_0();
     return b.h;
   };
   CHECK(check_liveness(history_with(1)).empty());          // daemon 1's own lease: its delay
@@ -295,12 +300,7 @@ TEST_CASE("liveness: a KEEP lock whose connection ended or that was LOST lock-de
       b.h.requests[keep].lost = 10'000 * ms;
     else
       b.h.requests[keep].connection_ended = 10'000 * ms;
-    b.waiter(3, 0, 10'050 * ms, 14'000 * ms, outcome::busy, 3'950);
-    for (int i = 0; i < 12; ++i) {
-      const sim_time at = 10'100 * ms + i * 300 * ms;
-      b.waiter(static_cast<std::uint32_t>(i % 2 == 0 ? 0 : 2), 0, at - 50 * ms, at, outcome::ok,
-               1000, static_cast<std::uint64_t>(i + 2));
-    }
+    b.waiter_passed_on_daemon_0();
     return b.h;
   };
   CHECK(check_liveness(history_with(1, false)).empty()); // daemon 1's own KEEP lock: its delay
