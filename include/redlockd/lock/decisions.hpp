@@ -60,8 +60,9 @@ bool another_n_in_force(std::size_t refused, std::size_t nodes);
 // split the masters with another daemon's head: each was refused by the other's attempt key,
 // whose TTL is the hint, and whose cleanup wakes nobody (a minority release wakes nobody, or
 // waiters loop: issue 21). Both slept the whole TTL on a free lock (10 s in scripts/bench's hot
-// row on two daemons). Soon means a few times per release seen (`retried` since the last one),
-// so a waiter that a holder on a majority refuses still makes a bounded number of attempts.
+// row on two daemons). Soon means a few times per release seen (`retried` since the last one;
+// each master's wake-up message counts as one), so a waiter that a holder on a majority refuses
+// still makes a bounded number of attempts.
 inline constexpr unsigned max_split_retries = 3;
 bool retry_after_split(std::size_t held, std::size_t nodes, unsigned retried);
 
