@@ -185,6 +185,7 @@ class lock_engine {
   // A reply (or one passed on to a hand-over's waiter) for the operation `tag` names: counted,
   // drained, or sent again by source after NOSCRIPT.
   void take_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
+  // A grant that comes after a waiter's failed attempt was decided: it may show a split vote.
   void late_grant(const request_tag& tag, const script_reply& reply);
 
   // Votes and key-loss detection (engine_votes.cpp)
