@@ -1,6 +1,7 @@
--- The helpers every script of redlockd starts with: the build puts this file before each
--- script's own text (cmake/embed_lua.cmake), so the text a master runs is prelude + the
--- libraries the script names with '--#include <name>' (src/lua/lib) + the script.
+-- The helpers every script of redlockd may use: the build puts this file before each script's
+-- own text (cmake/embed_lua.cmake), so the text a master runs is prelude + the libraries the
+-- script names with '--#include <name>' (src/lua/lib) + the script, less the helpers of the
+-- first two that the script never calls (Lua would make them anew at every call).
 
 -- Compares decimal counters without leading zeros exactly, as strings: Lua numbers are doubles
 -- and would round counters above 2^53.
