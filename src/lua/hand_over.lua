@@ -25,20 +25,19 @@ if not fence_of(2) then
   if r == 1 then redis.call('del', KEYS[1]) end
   return {-2, 0, t[1], t[2], r, '0'}
 end
-local answer = wait_turn(t, r == 1, 10)
+local answer, m = wait_turn(t, r == 1, 10) -- (m: the mark's text now)
 answer[6] = answer[5]
 answer[5] = r
-local m = redis.call('get', KEYS[4])
 if m then -- (marks() was made by wait_turn)
   if answer[1] == 0 and r ~= 0 then
     -- the lock is free here and the waiter yields to another daemon's older head: wake it
     wake(KEYS[4], m, ARGV[5], ARGV[9], ARGV[7])
-  elseif answer[1] == 1 then
+  elseif answer[1] == 1 and not only_mine(m, ARGV[5]) then
     -- Other daemons' heads sleep until about the releasing holder's end: where the new holder's
     -- TTL ends well before, they are woken (refused again, they sleep the new holder's TTL), or
     -- they would sleep on past a free lock.
     local ttl = tonumber(ARGV[2])
-    local now = ms(t)
+    local now = now_ms(t)
     if sleeps_past(m, ARGV[5], now, now + ttl + math.floor(ttl / 100) + tonumber(ARGV[7])) then
       wake(KEYS[4], m, ARGV[5], ARGV[9], ARGV[7])
     end

@@ -19,7 +19,17 @@ end
 -- holds one (seeded before it votes: src/lua/seed.lua), and only a FLUSHALL or a restart
 -- without its data takes it away. A grant there must refuse and say so ({-2, ...}): it would
 -- re-create the register and hide the loss while locks the master lost are still valid.
-local function fence_of(k) return redis.call('get', KEYS[k]) end
+-- Read once per call (false: read, and absent): a script that checks it before its grant, as
+-- hand_over does, pays one GET. grant_by, which raises it, keeps the copy current.
+local fence_read = {}
+local function fence_of(k)
+  local c = fence_read[k]
+  if c == nil then
+    c = redis.call('get', KEYS[k]) or false
+    fence_read[k] = c
+  end
+  return c or nil
+end
 
 -- The answer of a grant on a master that lost its data: {-2, 0, TIME}.
 local function lost_data(t) return {-2, 0, t[1], t[2]} end
@@ -55,7 +65,10 @@ local function grant_by(t, take, f, m)
   if not c then return lost_data(t) end
   local took, hint = take()
   if not took then return nil, hint end
-  if less(c, ARGV[3]) then redis.call('set', KEYS[f], ARGV[3]) end
+  if less(c, ARGV[3]) then
+    redis.call('set', KEYS[f], ARGV[3])
+    fence_read[f] = ARGV[3]
+  end
   raise(m, 2)
   return {1, c, t[1], t[2]}
 end

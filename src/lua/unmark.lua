@@ -15,7 +15,7 @@ if dropped then redis.call('del', intent) end
 local m = redis.call('get', KEYS[1])
 if not m then return 0 end
 marks()
-local now = ms(redis.call('time'))
+local now = now_ms(redis.call('time'))
 local others, last, mine = scan(m, now, ARGV[1])
 put(KEYS[1], others, last, now)
 if ARGV[2] and others ~= '' and

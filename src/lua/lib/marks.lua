@@ -11,18 +11,21 @@
 --
 -- Lua makes every function of a script anew at each call, so the helpers below are made by
 -- marks(), on first use: a call that finds no mark (the uncontended case) never makes them.
-local ms, scan, put, wake, sleeps_past, yielded_to, kept_ticket
+local only_mine, scan, put, wake, sleeps_past, yielded_to, kept_ticket
 
 local function marks()
-  if ms then return end
-
-  -- This master's TIME (redis.call('time')) in ms.
-  function ms(t) return t[1] * 1000 + math.floor(t[2] / 1000) end
+  if scan then return end
 
   -- Whether the head with ticket a of daemon x comes before the one with ticket b of daemon y.
   local function before(a, x, b, y)
     if a == b then return x < y end
     return less(a, b)
+  end
+
+  -- Whether mark text `m` is one entry, daemon `id`'s (live or not): no other daemon waits.
+  -- (The common case with one daemon: checked before a pass over the entries.)
+  function only_mine(m, id)
+    return string.find(m, ';', 1, true) == #m and string.sub(m, 1, #id + 1) == id .. ' '
   end
 
   -- One pass over mark text `m` at `now`, for daemon `id` whose head has `ticket`. Returns the
@@ -33,9 +36,7 @@ local function marks()
   function scan(m, now, id, ticket)
     local others, last, mine, first, first_ticket, first_id, largest = '', 0, false, nil, nil, nil,
         '0'
-    if string.find(m, ';', 1, true) == #m and string.sub(m, 1, #id + 1) == id .. ' ' then
-      return others, last, true, first, largest -- only this daemon's entry (live or not)
-    end
+    if only_mine(m, id) then return others, last, true, first, largest end
     for entry, i, k, u in string.gmatch(m, '((%x+) (%d+) (%d+);)') do
       u = tonumber(u)
       if u > now then
@@ -57,6 +58,7 @@ local function marks()
 
   -- Writes mark `key`: the entries `others` (the latest ending at `last`) and, if given, the
   -- entry `mine` ending at `untl`. The key lives as long as its last entry and goes with it.
+  -- Returns the text written (nil: the key was deleted).
   function put(key, others, last, now, mine, untl)
     if mine then
       others = others .. mine
@@ -64,9 +66,10 @@ local function marks()
     end
     if others == '' then
       redis.call('del', key)
-    else
-      redis.call('set', key, others, 'PX', last - now)
+      return nil
     end
+    redis.call('set', key, others, 'PX', last - now)
+    return others
   end
 
   -- A granted lock (KEYS[1], or `published`) was deleted here and its mark `mark` holds `m`:
@@ -74,7 +77,8 @@ local function marks()
   -- to try once woken) and the lock's key is published on the wake channel. A master whose ACL forbids PUBLISH
   -- still releases (pcall): waiters then fall back to their timed retry.
   function wake(mark, m, id, channel, slack, published)
-    local now = ms(redis.call('time'))
+    if only_mine(m, id) then return end
+    local now = now_ms(redis.call('time'))
     local limit, out, last, woken = now + tonumber(slack), '', 0, false
     for i, k, u in string.gmatch(m, '(%x+) (%d+) (%d+);') do
       u = tonumber(u)
@@ -160,6 +164,8 @@ end
 -- writer whose intent holds the readers back: an older head may be one of them).
 -- `holders_left(now)` is how long the holders that keep the kind's waiter out still hold the
 -- lock here, in ms (below 1: none); the exclusive waiter's, exclusive_holders_left, when absent.
+-- Returns, second, the text the wait mark holds after the step (nil: none), for a caller that
+-- goes on with it (hand_over), so that it need not read the mark again.
 local function wait_turn(t, releasing, behind, try, first_in_line, holders_left)
   try = try or grant
   holders_left = holders_left or exclusive_holders_left
@@ -171,16 +177,16 @@ local function wait_turn(t, releasing, behind, try, first_in_line, holders_left)
     granted, hint = try(t, releasing)
     if granted then
       granted[5] = '0'
-      return granted
+      return granted, nil
     end
     tried = true
   elseif not fence_of(2) then
     local lost = lost_data(t) -- (checked before the marks are touched: nothing to keep here)
     lost[5] = '0'
-    return lost
+    return lost, m
   end
   marks()
-  local now = ms(t)
+  local now = now_ms(t)
   local others, last, mine, first, largest = '', 0, false, nil, '0'
   if m then others, last, mine, first, largest = scan(m, now, ARGV[5], ARGV[6]) end
   if first_in_line then first = nil end
@@ -191,13 +197,13 @@ local function wait_turn(t, releasing, behind, try, first_in_line, holders_left)
       if next_wait > 0 then
         local ttl = tonumber(ARGV[2])
         local untl = now + math.min(ttl + math.floor(ttl / 100) + tonumber(ARGV[7]), next_wait)
-        put(KEYS[4], others, last, now,
-            ARGV[5] .. ' ' .. kept_ticket(ARGV[3], largest) .. ' ' .. untl .. ';', untl)
+        m = put(KEYS[4], others, last, now,
+                ARGV[5] .. ' ' .. kept_ticket(ARGV[3], largest) .. ' ' .. untl .. ';', untl)
       elseif mine then
-        put(KEYS[4], others, last, now)
+        m = put(KEYS[4], others, last, now)
       end
       granted[5] = largest
-      return granted
+      return granted, m
     end
   end
   if releasing then
@@ -223,8 +229,8 @@ local function wait_turn(t, releasing, behind, try, first_in_line, holders_left)
   if hint <= 0 and first then hint = until_next_try(first - now, stay) end
   if hint > 0 then stay = hint + math.floor(hint / 100) + stay end
   local untl = now + math.min(stay, tonumber(ARGV[4]))
-  put(KEYS[4], others, last, now, ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. untl .. ';', untl)
-  return {0, hint, t[1], t[2], largest}
+  m = put(KEYS[4], others, last, now, ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. untl .. ';', untl)
+  return {0, hint, t[1], t[2], largest}, m
 end
 
 -- wait_turn for a set (MLOCK), whose waiter is marked on every member's wait mark, so that a
@@ -255,7 +261,7 @@ local function wait_turn_many(t, f, marks_of_members, try)
     return lost
   end
   marks()
-  local now = ms(t)
+  local now = now_ms(t)
   local seen, first, largest = {}, nil, '0'
   for i, text in ipairs(texts) do
     local s = {others = '', last = 0, mine = false}
