@@ -45,8 +45,10 @@ function(used_helpers helpers body out)
       string(SUBSTRING "${helpers}" ${at} -1 helpers)
     endif()
     string(REGEX REPLACE "--[^\n]*" "" code "\n${part}")
+    # (Each newline doubled: a declaration that ends its line leaves the next one its own.)
+    string(REPLACE "\n" "\n\n" lines "${code}")
     string(REGEX MATCHALL "\nlocal function [A-Za-z0-9_]+|\nlocal [A-Za-z0-9_, ]+( =|\n)"
-           declarations "${code}")
+           declarations "${lines}")
     set(names "")
     foreach(declaration IN LISTS declarations)
       string(REGEX REPLACE "^\nlocal (function )?([A-Za-z0-9_, ]+)( =|\n)?$" "\\2" declared
