@@ -19,16 +19,13 @@ end
 -- holds one (seeded before it votes: src/lua/seed.lua), and only a FLUSHALL or a restart
 -- without its data takes it away. A grant there must refuse and say so ({-2, ...}): it would
 -- re-create the register and hide the loss while locks the master lost are still valid.
--- Read once per call (false: read, and absent): a script that checks it before its grant, as
--- hand_over does, pays one GET. grant_by, which raises it, keeps the copy current.
-local fence_read = {}
+-- Read once per call: a script that checks it before its grant, as hand_over does, pays one GET
+-- (fence_k: the KEYS index read, fence_v: its value, false if absent). grant_by, which raises
+-- it, keeps the copy current.
+local fence_k, fence_v
 local function fence_of(k)
-  local c = fence_read[k]
-  if c == nil then
-    c = redis.call('get', KEYS[k]) or false
-    fence_read[k] = c
-  end
-  return c or nil
+  if fence_k ~= k then fence_k, fence_v = k, redis.call('get', KEYS[k]) or false end
+  return fence_v or nil
 end
 
 -- The answer of a grant on a master that lost its data: {-2, 0, TIME}.
@@ -67,7 +64,7 @@ local function grant_by(t, take, f, m)
   if not took then return nil, hint end
   if less(c, ARGV[3]) then
     redis.call('set', KEYS[f], ARGV[3])
-    fence_read[f] = ARGV[3]
+    if fence_k == f then fence_v = ARGV[3] end
   end
   raise(m, 2)
   return {1, c, t[1], t[2]}
