@@ -24,13 +24,21 @@ endfunction()
 # Sets `out` to the parts of `helpers` (the prelude and libraries, in order) that script
 # `body` needs. Lua makes every function of a script anew at each call, so a helper the script
 # never calls costs every call anyway: the release paid for the whole grant (more than a
-# quarter of its instructions on a master). A part is the text from a blank line followed by a line at column 0 to the
-# next such blank line; it is kept when the script, or a part kept, names a local the part
-# declares at column 0 (`local function f`, `local a, b`, `local x =`), or when it declares
-# none (comments). Comments name no helper. The test "lua: ... reads no global but Redis's"
-# fails when a helper that was needed is left out.
+# quarter of its instructions on a master). A part is the text from a blank line followed by a
+# line at column 0 to the next such blank line; it is kept when the script, or a part kept,
+# names a local the part declares at column 0 (`local function f`, or `local a, b` without a
+# value), or when it declares none (comments). Comments name no helper. The test "lua: ...
+# reads no global but Redis's" fails when a helper that was needed is left out.
 function(used_helpers helpers body out)
   string(ASCII 1 cut)
+  # A part is dropped whole, so one must hold nothing but declarations: a statement at top level
+  # (a SET, an assignment to another part's local, a check) would go with it unseen, and a long
+  # comment or string could be cut open. Such text fails the build instead.
+  string(FIND "${helpers}" "[[" long)
+  string(FIND "${helpers}" "${cut}" cuts)
+  if(NOT long EQUAL -1 OR NOT cuts EQUAL -1)
+    message(FATAL_ERROR "src/lua helpers: no long strings or comments ([[) and no byte 0x01")
+  endif()
   string(REGEX REPLACE "\n\n([^ \n])" "\n\n${cut}\\1" helpers "${helpers}")
   string(REGEX REPLACE "--[^\n]*" "" used "${body}")
   set(count 0)
@@ -49,6 +57,15 @@ function(used_helpers helpers body out)
     string(REPLACE "\n" "\n\n" lines "${code}")
     string(REGEX MATCHALL "\nlocal function [A-Za-z0-9_]+|\nlocal [A-Za-z0-9_, ]+( =|\n)"
            declarations "${lines}")
+    string(REGEX REPLACE "\nlocal function [A-Za-z0-9_]+\\([^\n]*" "" rest "${lines}")
+    string(REGEX REPLACE "\nlocal [A-Za-z0-9_, ]+\n" "\n" rest "${rest}")
+    string(REGEX REPLACE "\nend\n" "\n" rest "${rest}")
+    string(REGEX MATCH "\n[^ \n][^\n]*" statement "${rest}")
+    if(statement)
+      string(STRIP "${statement}" statement)
+      message(FATAL_ERROR "src/lua helpers: a top-level line that is not a declaration without "
+                          "a value, a function or its end: '${statement}'")
+    endif()
     set(names "")
     foreach(declaration IN LISTS declarations)
       string(REGEX REPLACE "^\nlocal (function )?([A-Za-z0-9_, ]+)( =|\n)?$" "\\2" declared
