@@ -24,17 +24,7 @@ if n then
 end
 if not (lock_ended or readers_ended or permits_ended) then return 0 end
 local c = redis.call('get', KEYS[2])
-if c then
-  -- c + 1 on the decimal string: exact beyond 2^53, where Lua's numbers are not.
-  local i = #c
-  while i > 0 and string.sub(c, i, i) == '9' do i = i - 1 end
-  if i == 0 then
-    c = '1' .. string.rep('0', #c)
-  else
-    c = string.sub(c, 1, i - 1) .. string.char(string.byte(c, i) + 1) .. string.rep('0', #c - i)
-  end
-  redis.call('set', KEYS[2], c)
-end
+if c then redis.call('set', KEYS[2], plus_one(c)) end
 if (lock_ended or readers_ended) and redis.call('get', KEYS[3]) then
   redis.pcall('publish', ARGV[1], key)
 end

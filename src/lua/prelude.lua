@@ -7,6 +7,14 @@
 -- and would round counters above 2^53.
 local function less(a, b) return #a < #b or (#a == #b and a < b) end
 
+-- A decimal counter without leading zeros plus one, as a string (exact beyond 2^53).
+local function plus_one(c)
+  local i = #c
+  while i > 0 and string.byte(c, i) == 57 do i = i - 1 end -- '9'
+  if i == 0 then return '1' .. string.rep('0', #c) end
+  return string.sub(c, 1, i - 1) .. string.char(string.byte(c, i) + 1) .. string.rep('0', #c - i)
+end
+
 -- Raises the max-register KEYS[k] to ARGV[a]; a missing register is created. Returns the value
 -- it held before ('0' if none).
 local function raise(k, a)

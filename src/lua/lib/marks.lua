@@ -103,11 +103,7 @@ local function marks()
   -- head did (simulator seed 70595: four daemons' heads asleep for 300 ms on a free lock).
   function kept_ticket(proposal, largest)
     if less(largest, proposal) then return proposal end
-    local i = #largest -- largest + 1, in decimal text (tickets outgrow Lua's doubles)
-    while i > 0 and string.byte(largest, i) == 57 do i = i - 1 end -- '9'
-    if i == 0 then return '1' .. string.rep('0', #largest) end
-    return string.sub(largest, 1, i - 1) .. string.char(string.byte(largest, i) + 1) ..
-        string.rep('0', #largest - i)
+    return plus_one(largest) -- (in decimal text: tickets outgrow Lua's doubles)
   end
 
   -- Whether an entry of mark text `others` (other daemons' live entries) comes after the head
