@@ -175,7 +175,10 @@ TEST_CASE("two daemons - locks nobody waits for publish nothing", "[integration]
   }
   REQUIRE(eventually([&] { return d1.info().at("waiters") == 0; }, 5s));
   CHECK(c2.request("UNLOCK left " + kept.owner) == "OK");
+  // (Both daemons' links: that UNLOCK went through d2 and answered at quorum, its last releases
+  // may still be on the way; an ASan build's fresh-clone run saw one left.)
   CHECK(daemon_links_flushed(d1, fleet, {0, 1, 2, 3, 4}));
+  CHECK(daemon_links_flushed(d2, fleet, {0, 1, 2, 3, 4}));
   CHECK(publishes(fleet) == 0);
   CHECK(d1.info().at("counters").at("wakeups") == 0);
   CHECK(d2.info().at("counters").at("wakeups") == 0);
