@@ -45,9 +45,7 @@ local function now_ms(t) return t[1] * 1000 + math.floor(t[2] / 1000) end
 
 -- Shared (read) holds of lock key K are the members of the sorted set 'K readers', scored by the
 -- master time (ms) at which each expires (src/lua/lib/readers.lua). Whether one is live at
--- `now`: a reader due exactly now still counts, so a writer never starts on its last ms. A key
--- with no reader set costs one PTTL (-2: no such key): the exclusive grant's only price for the
--- other kinds, and a command the ACL of a fleet without shared holds already has.
+-- `now`: a reader due exactly now still counts, so a writer never starts on its last ms.
 local function live_readers(key, now)
   local set = key .. ' readers'
   return redis.call('pttl', set) ~= -2 and redis.call('zcount', set, now, '+inf') > 0
@@ -60,16 +58,10 @@ local function readers_pttl(key, now)
   return 0
 end
 
--- The grant of every kind, where the fence register KEYS[f] is: `take()` is the kind's own step
--- (true, or false and how long the holders keep it, in ms); a grant raises the fence to the
--- proposal (ARGV[3]) and the longest-TTL record KEYS[m] to the TTL (ARGV[2]) in the same step.
--- Returns {1, previous counter, TIME}, lost_data(t) without a fence register, or nil and the
--- refusal's hint. `t` is the master's TIME.
-local function grant_by(t, take, f, m)
-  local c = fence_of(f)
-  if not c then return lost_data(t) end
-  local took, hint = take()
-  if not took then return nil, hint end
+-- A grant's own bookkeeping, once the kind's step took the hold (R5): the fence register
+-- KEYS[f], read before as `c`, is raised to the proposal (ARGV[3]) and the longest-TTL record
+-- KEYS[m] to the TTL (ARGV[2]). Returns the grant's answer {1, previous counter, TIME}.
+local function record_grant(t, c, f, m)
   if less(c, ARGV[3]) then
     redis.call('set', KEYS[f], ARGV[3])
     if fence_k == f then fence_v = ARGV[3] end
@@ -78,20 +70,43 @@ local function grant_by(t, take, f, m)
   return {1, c, t[1], t[2]}
 end
 
+-- The grant of the kinds other than the exclusive lock, where the fence register KEYS[f] is:
+-- `take()` is the kind's own step (true, or false and how long the holders keep it, in ms).
+-- Returns record_grant's answer, lost_data(t) without a fence register, or nil and the
+-- refusal's hint. `t` is the master's TIME.
+local function grant_by(t, take, f, m)
+  local c = fence_of(f)
+  if not c then return lost_data(t) end
+  local took, hint = take()
+  if not took then return nil, hint end
+  return record_grant(t, c, f, m)
+end
+
 -- The exclusive lock's grant (KEYS: lock key, fence key, max-TTL key; ARGV: the value (owner,
 -- or owner ' ' label), ttl ms, proposed token): SET NX PX (SET PX when `replace`: the key is a
 -- releasing owner's, handed over), refused while the key is held or live readers hold it.
+-- Answers as grant_by does. It is every LOCK's step, so it is written out rather than made of
+-- grant_by, live_readers, readers_pttl, lost_data and now_ms: a master makes each function a
+-- script's text holds anew at every call, about 0.5k-1k instructions each, and the step cost
+-- 7k more that way (bench/script_cost.py). Without a reader set the other kinds cost it one
+-- PTTL; with one, the score of the reader that ends last says both whether a reader is live
+-- (due exactly now still counts, as in live_readers) and how long the readers keep the lock.
 local function grant(t, replace)
-  return grant_by(t, function()
-    local key = KEYS[1]
-    if live_readers(key, now_ms(t)) then return false, readers_pttl(key, now_ms(t)) end
-    local set
-    if replace then
-      set = redis.call('set', key, ARGV[1], 'PX', ARGV[2])
-    else
-      set = redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2])
-    end
-    if set then return true end
-    return false, redis.call('pttl', key)
-  end, 2, 3)
+  local c = fence_of(2)
+  if not c then return {-2, 0, t[1], t[2]} end
+  local key = KEYS[1]
+  local readers = key .. ' readers'
+  if redis.call('pttl', readers) ~= -2 then
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    local top = redis.call('zrevrange', readers, 0, 0, 'withscores')
+    if top[2] and tonumber(top[2]) >= now then return nil, tonumber(top[2]) - now end
+  end
+  local set
+  if replace then
+    set = redis.call('set', key, ARGV[1], 'PX', ARGV[2])
+  else
+    set = redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2])
+  end
+  if not set then return nil, redis.call('pttl', key) end
+  return record_grant(t, c, 2, 3)
 end

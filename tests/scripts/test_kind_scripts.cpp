@@ -192,6 +192,26 @@ TEST_CASE("an exclusive grant is refused by live readers, and a waiting writer l
   CHECK(m.pttl("r write-intent") == -2);
 }
 
+TEST_CASE("an exclusive grant is refused for the time its readers have left, not their set's, "
+          "and goes through a set whose readers' time has passed",
+          "[scripts][shared]") {
+  master m;
+  // The set outlives its members where a longer reader left first (the set keeps its TTL).
+  const long long now = m.now_ms();
+  m.run({"ZADD", "r readers", std::to_string(now + 60000), reader_a});
+  m.run({"PEXPIRE", "r readers", "120000"});
+  const auto attempt = [&](const char* owner) {
+    return m.eval(script::acquire, {"r", fence, max_ttl}, {owner, "5000", "7"});
+  };
+  const auto refused = attempt("writer-1");
+  CHECK(field(refused, 0) == 0);
+  CHECK(field(refused, 1) > 50000); // the readers' time left, not the set's
+  CHECK(field(refused, 1) <= 60000);
+  m.run({"ZADD", "r readers", std::to_string(now - 5), reader_a});
+  CHECK(field(attempt("writer-2"), 0) == 1);
+  CHECK(m.get("r") == "writer-2");
+}
+
 TEST_CASE("a writer's intent goes with its daemon's unmark, not with another daemon's "
           "(simulator seed 114: readers waited on a writer that had given up)",
           "[scripts][shared]") {
