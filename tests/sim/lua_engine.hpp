@@ -47,10 +47,14 @@ class lua_engine {
   void set_array(int table_ref, std::span<const std::string_view> values, int& previous_size);
 
   static constexpr std::size_t small_block = 256;
+  struct free_block {
+    free_block* next;
+  };
   // Declared before L_: the state is closed (giving its blocks back) before the lists go.
-  std::array<std::vector<void*>, small_block / 16 + 1> free_blocks_;
+  std::array<free_block*, small_block / 16 + 1> free_blocks_{};
   lua_State* L_ = nullptr;
   std::unordered_map<std::string, int, text_hash, std::equal_to<>> by_sha_;
+  std::unordered_map<std::string, int, text_hash, std::equal_to<>> by_text_; // by source
   std::vector<std::string> shas_;
   std::vector<int> functions_; // registry references of the compiled chunks, by index
   int keys_ref_ = 0;
