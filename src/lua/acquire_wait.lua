@@ -14,15 +14,17 @@
 -- intent is this daemon's, its head does not yield its turn to another daemon's older head:
 -- that head may be a reader the intent refuses, and each would wait for the other until the
 -- writer's WAIT ran out (simulator seeds 41560, 30038). Another daemon's writer waits a turn.
+-- (The intent is read once: absent, a grant has none to take out, a refusal none to outlast.)
+local intent = KEYS[1] .. ' write-intent'
+local intent_holder = redis.call('get', intent)
 local function try(t)
   local granted, hint = grant(t)
-  local intent = KEYS[1] .. ' write-intent'
   if granted then
-    if granted[1] == 1 then redis.call('del', intent) end
-  elseif live_readers(KEYS[1], now_ms(t)) and redis.call('pttl', intent) < tonumber(ARGV[4]) then
+    if granted[1] == 1 and intent_holder then redis.call('del', intent) end
+  elseif live_readers(KEYS[1], now_ms(t)) and
+      (not intent_holder or redis.call('pttl', intent) < tonumber(ARGV[4])) then
     redis.call('set', intent, ARGV[5], 'PX', ARGV[4])
   end
   return granted, hint
 end
-local intent_is_mine = redis.call('get', KEYS[1] .. ' write-intent') == ARGV[5]
-return wait_turn(redis.call('time'), false, 8, try, intent_is_mine)
+return wait_turn(redis.call('time'), false, 8, try, intent_holder == ARGV[5])
