@@ -97,8 +97,9 @@ void lock_engine::start_fencing_round(std::uint32_t slot) {
     lock_failed(slot, format_noquorum(0, op.tally.needed()));
     return;
   }
+  const std::uint64_t lead = fence_lead(op.lock.fence, op.lock.fence_rounds);
   fences_.observe(op.lock.fence.max_previous());
-  op.lock.fence = fence_round(fences_.propose());
+  op.lock.fence = fence_round(fences_.propose_ahead(lead));
   begin_round(slot, op_phase::fencing, request_kind::fence_bump);
 }
 

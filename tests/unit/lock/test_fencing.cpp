@@ -42,6 +42,30 @@ TEST_CASE("a node that saw the proposal or more is a conflict", "[fencing]") {
   CHECK(above.max_previous() == 42);
 }
 
+TEST_CASE("a further round proposes ahead by as much as the counter moved, doubled per round "
+          "lost",
+          "[fencing]") {
+  fence_register fences;
+  fences.observe(100);
+  fence_round voting(fences.propose()); // 101
+  CHECK(voting.accept(90));
+  CHECK_FALSE(voting.accept(105)); // other daemons' grants moved the counter past it
+  CHECK(fence_lead(voting, 1) == 5);
+  fences.observe(voting.max_previous());
+  const std::uint64_t second = fences.propose_ahead(fence_lead(voting, 1));
+  CHECK(second == 111); // above 105 by one, and 5 ahead
+  fence_round again(second);
+  CHECK_FALSE(again.accept(113));
+  CHECK(fence_lead(again, 2) == 6); // moved 3, doubled once
+  CHECK(fence_lead(again, 30) == max_fence_lead);
+  fence_round clean(200);
+  CHECK(clean.accept(150));
+  CHECK(fence_lead(clean, 1) == 0); // no conflict, no lead
+  fence_round wild(10);
+  CHECK_FALSE(wild.accept(~std::uint64_t{0} - 1)); // a bogus register: the lead stays bounded
+  CHECK(fence_lead(wild, 3) == max_fence_lead);
+}
+
 TEST_CASE("counters parse as plain uint64 decimals", "[fencing]") {
   std::uint64_t value = 7;
   CHECK(parse_counter("", 0, value));
