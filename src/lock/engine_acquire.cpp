@@ -97,9 +97,8 @@ void lock_engine::start_fencing_round(std::uint32_t slot) {
     lock_failed(slot, format_noquorum(0, op.tally.needed()));
     return;
   }
-  const std::uint64_t lead = fence_lead(op.lock.fence, op.lock.fence_rounds);
   fences_.observe(op.lock.fence.max_previous());
-  op.lock.fence = fence_round(fences_.propose_ahead(lead));
+  op.lock.fence = fence_round(fences_.propose());
   begin_round(slot, op_phase::fencing, request_kind::fence_bump);
 }
 
@@ -268,20 +267,7 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
   if (op.hold_kind == lock_kind::multi)
     --set_waiters_;
   // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
-  const bool new_head = queues_.leave(op.key, {slot, op.serial});
-  // A head that leaves without the lock passes its place in line (its ticket) to the next
-  // waiter, which has none yet: this daemon's entry on the masters holds that ticket, and
-  // other daemons' heads yielded to it. With a fresh proposal the next waiter came after
-  // them and yielded in turn while nobody tried with the entry's ticket; so it did when the
-  // waiter a grant had kept an entry for left before its first attempt (simulator seed 70595's
-  // pattern; tests/sim/README.md).
-  if (new_head && !served && op.lock.ticket != 0)
-    if (const auto next = queues_.head(op.key)) {
-      operation& following = slots_[next->slot];
-      if (following.lock.ticket == 0 && traits_of(following.hold_kind).leaves_marks)
-        following.lock.ticket = op.lock.ticket;
-    }
-  if (new_head && wake_next)
+  if (queues_.leave(op.key, {slot, op.serial}) && wake_next)
     wake_head(op.key, *wake_next);
   // The last waiter here left without the lock: this daemon's entry must not hold other
   // daemons' waiters back (best effort; otherwise it ends with its short life). A grant took it

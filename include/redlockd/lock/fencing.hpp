@@ -7,9 +7,7 @@
 // everything seen, goes to all nodes in a further round.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
-#include <limits>
 
 namespace redlockd {
 
@@ -18,13 +16,6 @@ class fence_register {
  public:
   // A new proposal, strictly above every earlier proposal and observation.
   std::uint64_t propose() { return ++high_water_; }
-  // A proposal `lead` above that (fence_lead): tokens are not dense. It stops at 2^64 - 1
-  // rather than wrap: a register that large (set by hand) conflicts either way.
-  std::uint64_t propose_ahead(std::uint64_t lead) {
-    const std::uint64_t room = std::numeric_limits<std::uint64_t>::max() - high_water_;
-    high_water_ += room == 0 ? 0 : std::min(lead, room - 1) + 1;
-    return high_water_;
-  }
   // A counter value seen on a node (at connect, or returned by a script).
   void observe(std::uint64_t value) {
     if (value > high_water_)
@@ -65,25 +56,5 @@ class fence_round {
   std::uint64_t max_previous_ = 0;
   bool conflict_ = false;
 };
-
-// How far above everything seen a fencing round proposes when round `last` conflicted, the
-// `lost`-th round lost in a row (1: the acquire's own round). After the acquire's round: none,
-// as before (its proposal may be stale, so its gap says how far behind the daemon was, not how
-// fast the counter moves, and leads measured on it fed on the other daemons' leads: tokens grew
-// about 1.6 times per grant among three daemons taking turns). After a fencing round, whose
-// proposal was above everything seen when it was sent: as far as the counter moved past it
-// while that round was in flight, doubled for each further round lost, at most max_fence_lead.
-// Other daemons' grants go on raising the one counter while the next round is in flight too;
-// one above what was seen lost round after round under load (simulator seed 170613: three
-// daemons, a waiter that gave up after four rounds again and again for 400 ms on a free lock).
-inline constexpr std::uint64_t max_fence_lead = 1024;
-inline std::uint64_t fence_lead(const fence_round& last, unsigned lost) {
-  if (!last.conflict() || lost < 2)
-    return 0;
-  std::uint64_t lead = std::min(last.max_previous() - last.proposed() + 1, max_fence_lead);
-  for (unsigned round = 2; round < lost && lead < max_fence_lead; ++round)
-    lead *= 2;
-  return std::min(lead, max_fence_lead);
-}
 
 } // namespace redlockd

@@ -4,7 +4,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <limits>
 #include <set>
 #include <string>
 
@@ -41,43 +40,6 @@ TEST_CASE("a node that saw the proposal or more is a conflict", "[fencing]") {
   CHECK(above.accept(5));
   CHECK(above.conflict());
   CHECK(above.max_previous() == 42);
-}
-
-TEST_CASE("a fencing round lost proposes the next ahead by as much as the counter moved, "
-          "doubled per round lost, and the acquire's own round gives no lead",
-          "[fencing]") {
-  fence_register fences;
-  fences.observe(100);
-  fence_round voting(fences.propose()); // 101
-  CHECK(voting.accept(90));
-  CHECK_FALSE(voting.accept(140)); // the daemon was behind: this says nothing of the pace
-  CHECK(fence_lead(voting, 1) == 0);
-  fences.observe(voting.max_previous());
-  fence_round first(fences.propose_ahead(fence_lead(voting, 1)));
-  CHECK(first.proposed() == 141);
-  CHECK_FALSE(first.accept(145)); // other daemons' grants moved the counter past it in flight
-  CHECK(fence_lead(first, 2) == 5);
-  fences.observe(first.max_previous());
-  fence_round second(fences.propose_ahead(fence_lead(first, 2)));
-  CHECK(second.proposed() == 151); // above 145 by one, and 5 ahead
-  CHECK_FALSE(second.accept(153));
-  CHECK(fence_lead(second, 3) == 6); // moved 3, doubled once
-  CHECK(fence_lead(second, 40) == max_fence_lead);
-  fence_round clean(200);
-  CHECK(clean.accept(150));
-  CHECK(fence_lead(clean, 2) == 0); // no conflict, no lead
-  fence_round wild(10);
-  CHECK_FALSE(wild.accept(std::numeric_limits<std::uint64_t>::max() - 1));
-  CHECK(fence_lead(wild, 3) == max_fence_lead); // a bogus register: the lead stays bounded
-}
-
-TEST_CASE("a proposal ahead stops at 2^64 - 1 rather than wrap", "[fencing]") {
-  constexpr std::uint64_t top = std::numeric_limits<std::uint64_t>::max();
-  fence_register fences;
-  fences.observe(top - 2000);
-  CHECK(fences.propose_ahead(max_fence_lead) == top - 2000 + 1 + max_fence_lead);
-  CHECK(fences.propose_ahead(max_fence_lead) == top);
-  CHECK(fences.propose_ahead(max_fence_lead) == top);
 }
 
 TEST_CASE("counters parse as plain uint64 decimals", "[fencing]") {

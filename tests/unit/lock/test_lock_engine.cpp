@@ -2001,55 +2001,6 @@ TEST_CASE("the next waiter takes the place a grant kept for it: the latest kept 
         std::to_string(proposal + 6)); // kept for the whole wait
 }
 
-TEST_CASE("a head that leaves without the lock passes its place in line to the next waiter, "
-          "even the place a grant kept for it before it tried",
-          "[engine][wake][fairness]") {
-  // The next waiter took a fresh proposal as its ticket: it came after the heads of other
-  // daemons that had yielded to this daemon's entry, yielded to them in turn, and nobody tried
-  // with the entry's ticket until it ended (the pattern of simulator seed 70595).
-  fixture f;
-  auto a = std::make_shared<captured_replies>();
-  auto b = std::make_shared<captured_replies>();
-  auto c = std::make_shared<captured_replies>();
-  auto d = std::make_shared<captured_replies>();
-  f.engine.lock(waiting_lock("r", 1000, 8000), a, 0);
-  f.answer_all(request_kind::acquire, refused(300), 3);
-  f.engine.lock(waiting_lock("r", 1000, 8000), b, 0);
-  f.engine.lock(waiting_lock("r", 1000, 8000), c, 0);
-  f.nodes.sent.clear();
-  f.advance(321ms); // a tries again and is granted; the grant keeps an entry for b
-  const auto won = args_of(f.nodes.of(request_kind::acquire).back().bytes);
-  REQUIRE(won.size() == 15);
-  const std::uint64_t proposal = std::stoull(won[9]);
-  f.answer_all(request_kind::acquire, granted_beside(0, proposal + 5), 3); // kept: one after
-  REQUIRE(a->lines.size() == 1);
-  const std::string kept = std::to_string(proposal + 6);
-  // b leaves before its first attempt: c takes the kept place, not a fresh proposal.
-  f.engine.lock(lock_of("s", 1000), f.client, 0); // (raises what this daemon has seen)
-  f.answer_all(request_kind::acquire, granted(proposal + 100), 3);
-  f.engine.client_gone(b.get());
-  f.nodes.sent.clear();
-  f.advance(1100ms); // a's lease ends unreleased: c tries
-  const auto c_try = args_of(f.nodes.of(request_kind::acquire).back().bytes);
-  REQUIRE(c_try.size() == 15);
-  CHECK(std::stoull(c_try[9]) > proposal + 100); // a fresh proposal,
-  CHECK(c_try[12] == kept);                      // the kept place its ticket
-  f.answer_all(request_kind::acquire, refused(300), 3);
-  // c's wait runs out after it tried: d, behind it, keeps the same place.
-  f.engine.lock(waiting_lock("r", 1000, 20000), d, 0);
-  for (int step = 0; step < 100 && c->lines.empty(); ++step) {
-    f.nodes.sent.clear();
-    f.advance(100ms);
-  }
-  REQUIRE(c->lines.size() == 1);
-  CHECK_FALSE(c->lines[0].starts_with("OK")); // (NOQUORUM: its last attempt went unanswered)
-  f.advance(1ms);
-  REQUIRE(f.count_sent(request_kind::acquire) > 0);
-  const auto d_try = args_of(f.nodes.of(request_kind::acquire).back().bytes);
-  REQUIRE(d_try.size() == 15);
-  CHECK(d_try[12] == kept);
-}
-
 TEST_CASE("a wake-up without a waiter, or for a waiter that left, does nothing", "[engine][wake]") {
   fixture f;
   f.engine.on_released("r");
