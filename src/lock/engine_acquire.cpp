@@ -57,7 +57,7 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.permits_in_force = 0;
   op.lock.refused_for_n = 0;
   op.t0 = now_();
-  op.lock.fence = fence_round(fences_.propose());
+  op.lock.fence = fence_round(propose_fence());
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
   op.lock.took = 0;
@@ -98,8 +98,12 @@ void lock_engine::start_fencing_round(std::uint32_t slot) {
     return;
   }
   fences_.observe(op.lock.fence.max_previous());
-  op.lock.fence = fence_round(fences_.propose());
+  op.lock.fence = fence_round(propose_fence());
   begin_round(slot, op_phase::fencing, request_kind::fence_bump);
+}
+
+std::uint64_t lock_engine::propose_fence() {
+  return fences_.propose(health_.fleet_time_us().value_or(0));
 }
 
 void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {

@@ -432,6 +432,31 @@ bool node_health::on_time(std::size_t node, const node_time& time, clock_type::t
   return true;
 }
 
+std::optional<std::uint64_t> node_health::fleet_time_us() const {
+  std::array<std::int64_t, max_nodes> now_on{};
+  std::size_t sampled = 0;
+  const clock_type::time_point now = now_();
+  for (std::size_t node = 0; node < node_count_; ++node) {
+    const node_record& h = nodes_[node];
+    if (h.state != trust::trusted || !h.clock)
+      continue;
+    // Its TIME was read before the reply was handled: a lower bound of its clock now.
+    now_on[sampled++] =
+        h.clock->node_us +
+        std::chrono::duration_cast<std::chrono::microseconds>(now - h.clock->received).count();
+  }
+  const std::size_t majority = quorum(node_count_);
+  if (sampled < majority)
+    return std::nullopt;
+  // The majority-th latest: a minority of clocks set wrong can move it neither way.
+  std::nth_element(now_on.begin(), now_on.begin() + static_cast<std::ptrdiff_t>(majority - 1),
+                   now_on.begin() + static_cast<std::ptrdiff_t>(sampled), std::greater<>());
+  const std::int64_t time = now_on[majority - 1];
+  if (time <= 0 || time >= (std::int64_t{1} << 53))
+    return std::nullopt;
+  return static_cast<std::uint64_t>(time);
+}
+
 node_status node_health::status_of(std::size_t node) const {
   const node_record& h = nodes_[node];
   if (h.state != trust::quarantined && h.state != trust::reseeding)

@@ -14,14 +14,27 @@ namespace redlockd {
 // The daemon's high-water mark: every proposal is unique and above everything observed.
 class fence_register {
  public:
-  // A new proposal, strictly above every earlier proposal and observation.
-  std::uint64_t propose() { return ++high_water_; }
+  // A new proposal, strictly above every earlier proposal and observation, and at least `floor`
+  // (the masters' time in µs, node_health::fleet_time_us): daemons that propose one above what
+  // they last saw tie and leapfrog each other on a busy fleet, so that every round loses to the
+  // others' rounds in flight (simulator seed 170613); proposals that follow a clock they share
+  // reach the masters nearly in the order they were made. Safety does not depend on the floor.
+  // At 2^64 - 1 it stays there: the rounds then fail, tokens never wrap.
+  std::uint64_t propose(std::uint64_t floor = 0) {
+    if (high_water_ != max_token)
+      ++high_water_;
+    if (floor > high_water_)
+      high_water_ = floor;
+    return high_water_;
+  }
   // A counter value seen on a node (at connect, or returned by a script).
   void observe(std::uint64_t value) {
     if (value > high_water_)
       high_water_ = value;
   }
   std::uint64_t high_water() const { return high_water_; }
+
+  static constexpr std::uint64_t max_token = ~std::uint64_t{0};
 
  private:
   std::uint64_t high_water_ = 0;

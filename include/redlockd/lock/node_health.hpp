@@ -75,6 +75,13 @@ class node_health {
   bool trusted(std::size_t node) const { return nodes_[node].state == trust::trusted; }
   node_status status_of(std::size_t node) const;
 
+  // The masters' clock now, in µs: the time that a majority of the trusted masters have reached
+  // by their last TIME samples (each carried on by this daemon's clock since). The floor of
+  // fencing proposals (fencing.hpp): every daemon reads the same masters, so their proposals
+  // follow one clock. nullopt without samples of a majority, or beyond 2^53 (a clock set far
+  // ahead; tokens stay exact in a client's doubles).
+  std::optional<std::uint64_t> fleet_time_us() const;
+
   // The longest TTL known on the fleet: granted here or read from the masters.
   std::uint64_t max_ttl() const { return max_ttl_; }
   // A TTL a quorum granted or extended to through this daemon (never one that was refused):

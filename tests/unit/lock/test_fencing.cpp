@@ -20,6 +20,16 @@ TEST_CASE("proposals are unique and above everything observed", "[fencing]") {
   CHECK(hw.high_water() == 101);
 }
 
+TEST_CASE("a proposal is at least its floor, and never wraps", "[fencing]") {
+  fence_register hw;
+  CHECK(hw.propose(5000) == 5000);
+  CHECK(hw.propose(5000) == 5001); // unique within the same floor
+  CHECK(hw.propose(10) == 5002);   // a floor behind the mark is no step back
+  hw.observe(fence_register::max_token - 1);
+  CHECK(hw.propose() == fence_register::max_token);
+  CHECK(hw.propose() == fence_register::max_token); // the rounds then conflict: no wrap to 0
+}
+
 TEST_CASE("a round without conflict keeps its proposal", "[fencing]") {
   fence_round round(10);
   CHECK(round.accept(0));

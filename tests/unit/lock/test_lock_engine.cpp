@@ -134,6 +134,11 @@ struct fixture {
                std::optional<std::uint64_t> fence = 0, std::uint64_t max_ttl_ms = 3'600'000) {
     engine.on_node_connected(node, {fence, max_ttl_ms, run_id, uptime_ms});
   }
+  // The masters' clocks, as every reply carries them (master_time): the floor of proposals.
+  void know_master_time() {
+    for (std::size_t node = 0; node < 5; ++node)
+      engine.on_node_time(node, 1'700'000'000, 0);
+  }
   // Moves the clock and fires the engine's timer if it is due.
   void advance(std::chrono::microseconds by) {
     now += by;
@@ -208,6 +213,18 @@ std::vector<std::string> args_of(std::string_view command) {
   return out;
 }
 
+// The proposed token of the last command of a kind (EVALSHA sha numkeys KEYS... ARGV...: ARGV[3]
+// for the grants, ARGV[1] for fence_bump).
+std::uint64_t proposal_in(const fixture& f, request_kind kind) {
+  const std::vector<std::string> args = args_of(f.nodes.of(kind).back().bytes);
+  const std::size_t first_argv = 3 + std::stoul(args.at(2));
+  return std::stoull(args.at(first_argv + (kind == request_kind::fence_bump ? 0 : 2)));
+}
+// A counter as a bulk string, as fence_bump answers.
+std::string bulk(std::uint64_t n) {
+  const std::string s = std::to_string(n);
+  return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n";
+}
 } // namespace
 
 TEST_CASE("LOCK goes to every node at once and answers at quorum", "[engine]") {
@@ -330,48 +347,52 @@ TEST_CASE("a lost connection counts as a failed vote", "[engine]") {
 
 TEST_CASE("a fencing conflict takes a second round above everything seen", "[engine]") {
   fixture f;
+  f.know_master_time(); // as after any earlier round: proposals are at least it
   f.engine.lock(lock_of("r", 10000), f.client, 1);
+  const std::uint64_t p = proposal_in(f, request_kind::acquire);
   f.answer(0, request_kind::acquire, granted(0));
-  f.answer(1, request_kind::acquire, granted(500)); // another daemon handed out 500
+  f.answer(1, request_kind::acquire, granted(p + 499)); // another daemon handed out p + 499
   f.answer(2, request_kind::acquire, granted(0));
   CHECK(f.client->lines.empty());
-  const auto bumps = f.nodes.of(request_kind::fence_bump);
-  REQUIRE(bumps.size() == 5);
-  CHECK(bumps[0].bytes.find("$3\r\n501\r\n") != std::string::npos);
+  REQUIRE(f.nodes.of(request_kind::fence_bump).size() == 5);
+  CHECK(proposal_in(f, request_kind::fence_bump) == p + 500);
   // Late answers of the first round do not count in the second.
   f.answer(3, request_kind::acquire, granted(0));
   CHECK(f.client->lines.empty());
-  f.answer(0, request_kind::fence_bump, "$1\r\n1\r\n");
-  f.answer(1, request_kind::fence_bump, "$3\r\n500\r\n");
-  f.answer(4, request_kind::fence_bump, "$1\r\n0\r\n");
+  f.answer(0, request_kind::fence_bump, bulk(1));
+  f.answer(1, request_kind::fence_bump, bulk(p + 499));
+  f.answer(4, request_kind::fence_bump, bulk(0));
   REQUIRE(f.client->lines.count(1) == 1);
-  CHECK(words(f.client->lines[1])[2] == "501");
-  CHECK(f.engine.fence_high_water() == 501);
+  CHECK(words(f.client->lines[1])[2] == std::to_string(p + 500));
+  CHECK(f.engine.fence_high_water() == p + 500);
   CHECK(f.engine.counters().fence_conflicts == 1);
 
   // The next acquisition proposes above the mark and needs one round.
   f.engine.lock(lock_of("s", 10000), f.client, 2);
-  CHECK(f.nodes.of(request_kind::acquire).back().bytes.find("$3\r\n502\r\n") != std::string::npos);
+  CHECK(proposal_in(f, request_kind::acquire) == p + 501);
 }
 
 TEST_CASE("a fencing round's answer from a master without its register is no vote (seed 255)",
           "[engine]") {
   fixture f;
+  f.know_master_time(); // as after any earlier round: proposals are at least it
   f.engine.lock(lock_of("r", 10000), f.client, 1);
+  const std::uint64_t p = proposal_in(f, request_kind::acquire);
   f.answer(0, request_kind::acquire, granted(0));
-  f.answer(1, request_kind::acquire, granted(500));
+  f.answer(1, request_kind::acquire, granted(p + 499));
   f.answer(2, request_kind::acquire, granted(0));
   REQUIRE(f.nodes.of(request_kind::fence_bump).size() == 5);
-  f.answer(0, request_kind::fence_bump, "$3\r\n500\r\n"); // yes
-  f.answer(1, request_kind::fence_bump, "$3\r\n501\r\n"); // another daemon took 501: no
-  f.answer(2, request_kind::fence_bump, ":-2\r\n");       // FLUSHALL: no register
-  f.answer(3, request_kind::fence_bump, "$3\r\n501\r\n"); // no
-  f.answer(4, request_kind::fence_bump, "$3\r\n500\r\n"); // yes
-  // Two yes of three needed: 501 is not this lock's token (another daemon has it). Before the
-  // fix the -2 read as a counter of 0, a third yes, and the LOCK answered OK 501.
+  REQUIRE(proposal_in(f, request_kind::fence_bump) == p + 500);
+  f.answer(0, request_kind::fence_bump, bulk(p + 499)); // yes
+  f.answer(1, request_kind::fence_bump, bulk(p + 500)); // another daemon took p + 500: no
+  f.answer(2, request_kind::fence_bump, ":-2\r\n");     // FLUSHALL: no register
+  f.answer(3, request_kind::fence_bump, bulk(p + 500)); // no
+  f.answer(4, request_kind::fence_bump, bulk(p + 499)); // yes
+  // Two yes of three needed: p + 500 is not this lock's token (another daemon has it). Before
+  // the fix the -2 read as a counter of 0, a third yes, and the LOCK answered OK.
   for (const auto& line : f.client->lines)
     CHECK(words(line.second)[0] != "OK");
-  CHECK(f.nodes.of(request_kind::fence_bump).size() >= 9); // a third round, above 501
+  CHECK(f.nodes.of(request_kind::fence_bump).size() >= 9); // a third round, above p + 500
 }
 
 TEST_CASE("without a conflict the proposal is the token, and tokens increase", "[engine]") {
@@ -389,6 +410,36 @@ TEST_CASE("without a conflict the proposal is the token, and tokens increase", "
     last = token;
   }
   CHECK(f.nodes.of(request_kind::fence_bump).empty());
+}
+
+TEST_CASE("proposals are at least the time a majority of the masters has reached (seed 170613)",
+          "[engine]") {
+  // Three daemons that each proposed one above the counter they last saw tied and leapfrogged:
+  // every round lost to the others' rounds in flight, and a waiter on a free lock gave up after
+  // four fencing rounds, again and again. Proposals that follow the masters' clock do not tie.
+  fixture f;
+  const auto proposal = [&](std::string_view resource, std::uint64_t seq) {
+    f.engine.lock(lock_of(resource, 10000), f.client, seq);
+    return proposal_in(f, request_kind::acquire);
+  };
+  // Two samples: no majority yet, so the proposal is one above the counter.
+  CHECK(f.engine.on_node_time(0, 1000, 0));
+  CHECK(f.engine.on_node_time(1, 9000, 0)); // a clock set far ahead
+  CHECK(proposal("a", 1) == 1);
+  // Three: the time that three of them have reached, carried on by the daemon's clock.
+  CHECK(f.engine.on_node_time(2, 1000, 500));
+  f.advance(10ms);
+  const std::uint64_t first = proposal("b", 2);
+  CHECK(first == 1000'010'000);
+  // Proposals stay unique and above everything seen within the same microsecond.
+  CHECK(proposal("c", 3) == first + 1);
+
+  // Clocks beyond 2^53 µs on a majority are no floor (a client's doubles would round the token).
+  fixture far;
+  for (std::size_t node = 0; node < 3; ++node)
+    CHECK(far.engine.on_node_time(node, 9'100'000'000, 0));
+  far.engine.lock(lock_of("d", 10000), far.client, 1);
+  CHECK(proposal_in(far, request_kind::acquire) == 1);
 }
 
 TEST_CASE("UNLOCK answers OK when a majority deleted, NOTHELD otherwise", "[engine]") {
@@ -732,15 +783,16 @@ TEST_CASE("a hand-over that meets a larger fence takes a fencing round", "[engin
   auto b = std::make_shared<captured_replies>();
   hold_with_waiter(f, a, b);
   f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
+  const std::uint64_t p = proposal_in(f, request_kind::hand_over);
   f.answer(0, request_kind::hand_over, handed(1, 1));
-  f.answer(1, request_kind::hand_over, handed(700, 1)); // another daemon handed out 700
+  f.answer(1, request_kind::hand_over, handed(p + 699, 1)); // another daemon handed out p + 699
   f.answer(2, request_kind::hand_over, handed(1, 1));
   CHECK(a->lines[1] == "OK\n");
   CHECK(b->lines.empty());
   REQUIRE(f.count_sent(request_kind::fence_bump) == 5);
-  f.answer_all(request_kind::fence_bump, "$3\r\n700\r\n", 3);
+  f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
   REQUIRE(b->lines.count(0) == 1);
-  CHECK(words(b->lines[0])[2] == "701");
+  CHECK(words(b->lines[0])[2] == std::to_string(p + 700));
   CHECK(f.engine.counters().fence_conflicts == 1);
 }
 
