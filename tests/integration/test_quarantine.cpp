@@ -248,5 +248,10 @@ TEST_CASE("a new fleet: every master is seeded with a fence register before it v
   line_client client = env.client();
   const auto grant = parse_lock_ok(client.request("LOCK first 5000"));
   REQUIRE(grant);
-  CHECK(grant->fence == 1);
+  // 1 if no TIME sample reached the daemon yet, the masters' time in µs if one did (PROTOCOL.md,
+  // "Fencing tokens"): either way a majority's registers hold it now.
+  std::size_t holding = 0;
+  for (std::size_t node = 0; node < 5; ++node)
+    holding += env.fleet.run(node, "GET", "redlockd:fence").str == std::to_string(grant->fence);
+  CHECK(holding >= 3);
 }

@@ -434,6 +434,15 @@ TEST_CASE("proposals are at least the time a majority of the masters has reached
   // Proposals stay unique and above everything seen within the same microsecond.
   CHECK(proposal("c", 3) == first + 1);
 
+  // A quarantined master's clock does not count: two trusted samples are no majority.
+  fixture quarantined;
+  for (std::size_t node = 0; node < 3; ++node)
+    CHECK(quarantined.engine.on_node_time(node, 1000, 0));
+  quarantined.advance(1ms);
+  CHECK_FALSE(quarantined.engine.on_node_time(2, 5000, 0)); // a forward jump: quarantined
+  quarantined.engine.lock(lock_of("q", 10000), quarantined.client, 1);
+  CHECK(proposal_in(quarantined, request_kind::acquire) == 1);
+
   // Clocks beyond 2^53 µs on a majority are no floor (a client's doubles would round the token).
   fixture far;
   for (std::size_t node = 0; node < 3; ++node)
