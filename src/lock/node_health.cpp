@@ -448,7 +448,7 @@ std::optional<std::uint64_t> node_health::fleet_time_us() const {
   const std::size_t majority = quorum(node_count_);
   if (sampled < majority)
     return std::nullopt;
-  // The majority-th latest: a minority of clocks set wrong can move it neither way.
+  // The majority-th latest: a minority of clocks set ahead cannot raise it.
   std::nth_element(now_on.begin(), now_on.begin() + static_cast<std::ptrdiff_t>(majority - 1),
                    now_on.begin() + static_cast<std::ptrdiff_t>(sampled), std::greater<>());
   const std::int64_t time = now_on[majority - 1];

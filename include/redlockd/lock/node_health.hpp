@@ -78,8 +78,8 @@ class node_health {
   // The masters' clock now, in µs: the time that a majority of the trusted masters have reached
   // by their last TIME samples (each carried on by this daemon's clock since). The floor of
   // fencing proposals (fencing.hpp): every daemon reads the same masters, so their proposals
-  // follow one clock. nullopt without samples of a majority, or beyond 2^53 (a clock set far
-  // ahead; tokens stay exact in a client's doubles).
+  // follow one clock. nullopt without samples of a majority, or beyond 2^53 (clocks set far
+  // ahead: the clock alone never takes tokens past what a double holds exactly).
   std::optional<std::uint64_t> fleet_time_us() const;
 
   // The longest TTL known on the fleet: granted here or read from the masters.
