@@ -282,9 +282,16 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
 }
 
 void lock_engine::unmark(const std::string& key) {
-  // A set's waiter is marked on each member's wait mark: one call per mark.
+  // A set's waiter is marked on each member's wait mark: one call per mark. The daemon has one
+  // entry per mark, which its other waiters on a member (the member's own queue, or another
+  // set's) share: while one of them waits, the entry stays, or another daemon's release would
+  // not wake it and it would sleep on a free lock (simulator seed 232718: a set's waiter whose
+  // wait ran out took the entry of a waiter on one member, which then slept 500 ms).
   std::string command;
   for (const std::string_view member : members_of(key)) {
+    const std::string name(member);
+    if (queues_.waiting_on(name) > 0 || !sets_waiting_for(name).empty())
+      continue;
     command.clear();
     append_unmark(command, script_by::sha, wait_marker(marker_, keys_, member), member, daemon_id_,
                   keys_.wake);

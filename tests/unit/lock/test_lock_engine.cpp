@@ -2023,6 +2023,41 @@ TEST_CASE("a waiter marks with its first attempt's proposal as its ticket, and t
   CHECK(unmark[6] == f.cfg.fence_key + ":wake");
 }
 
+TEST_CASE("a waiter that leaves keeps the daemon's mark on a member another of its waiters waits "
+          "for (seed 232718)",
+          "[engine][wake][fairness]") {
+  // The daemon has one entry per wait mark, shared by its waiters on that name: an MLOCK's
+  // waiter and a LOCK's waiter on one of its members. When the set's wait ran out it took the
+  // entry out of every member's mark, so another daemon's release of that member woke nobody and
+  // the LOCK's waiter slept the refusal's hint on a free lock.
+  fixture f;
+  auto set_waiter = std::make_shared<captured_replies>();
+  auto member_waiter = std::make_shared<captured_replies>();
+  mlock_request set;
+  set.resources = {"a", "b"};
+  set.ttl_ms = 10000;
+  set.wait_ms = 1000;
+  f.engine.mlock(set, set_waiter, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.engine.lock(waiting_lock("b", 10000, 8000), member_waiter, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.nodes.sent.clear();
+  f.advance(1001ms); // the set's wait runs out
+  REQUIRE(set_waiter->lines.count(0) == 1);
+  CHECK(set_waiter->lines[0].starts_with("BUSY"));
+  // Only a's mark goes: b's waiter still waits.
+  const auto unmarks = f.nodes.of(request_kind::unmark);
+  REQUIRE(unmarks.size() == 5);
+  for (const auto& sent : unmarks)
+    CHECK(args_of(sent.bytes)[4] == "a");
+  // The last waiter on b leaving takes b's out.
+  f.nodes.sent.clear();
+  f.engine.client_gone(member_waiter.get());
+  const auto last = f.nodes.of(request_kind::unmark);
+  REQUIRE(last.size() == 5);
+  CHECK(args_of(last[0].bytes)[4] == "b");
+}
+
 TEST_CASE("the next waiter takes the place a grant kept for it: the latest kept entry's ticket",
           "[engine][wake][fairness]") {
   // A grant with b behind keeps this daemon's entry on each granting master, ticketed after every
