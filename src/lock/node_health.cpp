@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace redlockd {
 
@@ -18,7 +19,10 @@ node_health::node_health(const config& cfg, node_io& io, spdlog::logger& log,
 
 void node_health::on_connected(std::size_t node, const node_facts& facts) {
   node_record& h = nodes_[node];
-  h.clock.reset(); // a new connection: clock samples start again
+  // The last sample of the same run stays: the first TIME of the new connection is judged
+  // against it, or a jump while this daemon was away would pass unseen (simulator seed 250274).
+  if (!h.run_id.empty() && h.run_id != facts.run_id)
+    h.clock.reset();
   fences_.observe(facts.fence.value_or(0));
   max_ttl_ = std::max(max_ttl_, facts.max_ttl_ms);
   if (!started_) {
@@ -414,9 +418,14 @@ bool node_health::on_time(std::size_t node, const node_time& time, clock_type::t
   };
   // Each TIME was read between its request's send and its reply's handling, so between the two
   // samples at most (received - previous sent) and at least (sent - previous received) passed.
+  // A clock may run off by the drift factor between them: over a reconnection's gap that can
+  // be more than the bound, and it is no jump.
   const std::int64_t node_delta = node_us - previous->node_us;
-  const std::int64_t skew = node_delta - us(received - previous->sent);
-  const std::int64_t behind = us(sent - previous->received) - node_delta;
+  const std::int64_t longest = us(received - previous->sent);
+  const auto drift =
+      static_cast<std::int64_t>(std::ceil(static_cast<double>(longest) * cfg_.clock_drift_factor));
+  const std::int64_t skew = node_delta - longest - drift;
+  const std::int64_t behind = us(sent - previous->received) - drift - node_delta;
   if (skew > clock_jump_bound_us()) {
     // Its keys now expire early by up to the jump: locks granted there may already be gone.
     ++counters_.clock_jumps;

@@ -1828,6 +1828,36 @@ TEST_CASE("replies handled late by a busy daemon are no clock jump", "[engine][q
   CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::clock);
 }
 
+TEST_CASE("a clock jump while the daemon was away from a master shows at the reconnection "
+          "(seed 250274)",
+          "[engine][quarantine]") {
+  // The jump erased a lock held on that master and one other; a daemon whose link was down
+  // then judged the new connection's first TIME against nothing, and granted with its vote.
+  fixture f;
+  f.engine.lock(lock_of("a", 2000), f.client, 1); // the clock-jump bound: 22 ms
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(f.client->lines[1].starts_with("OK "));
+  CHECK(f.engine.on_node_time(2, 1000, 0));
+  f.now += 50ms; // the link drops, the master's clock jumps 1.95 s, the link comes back
+  f.connect(2, "run2", 86'400'000);
+  f.now += 50ms;
+  CHECK_FALSE(f.engine.on_node_time(2, 1002, 50'000));
+  CHECK(f.engine.status_of(2).reason == lock_engine::quarantine_reason::clock);
+  CHECK(f.engine.counters().clock_jumps == 1);
+  // A clock that ran at the drift factor's rate through a long gap is no jump.
+  CHECK(f.engine.on_node_time(0, 1000, 0));
+  f.now += 60s;
+  f.connect(0, "run0", 86'400'000);
+  CHECK(f.engine.on_node_time(0, 1060, 550'000)); // 0.9 % fast
+  CHECK(f.engine.status_of(0).reason == lock_engine::quarantine_reason::none);
+  // A master that restarted is judged by its restart; its new clock starts a new series.
+  CHECK(f.engine.on_node_time(1, 1000, 0));
+  f.connect(1, "a-new-run", 5);
+  CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::restart);
+  CHECK(f.engine.on_node_time(1, 9000, 0));
+  CHECK(f.engine.counters().clock_jumps == 1);
+}
+
 TEST_CASE(
     "a waiter's attempt marks that it waits, for as long as it waits, and a try-lock does not",
     "[engine][wake]") {
