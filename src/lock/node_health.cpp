@@ -67,7 +67,7 @@ void node_health::try_start() {
   if (intact < quorum(node_count_))
     log_.error("fewer than a majority of masters are known to have kept their data (restarted "
                "within the longest TTL, or without a fence counter): every master was read, "
-               "starting anyway; if they did lose it, fences may go back");
+               "starting anyway; if they did lose it, fences go on from the masters' clock");
   started_ = true;
   for (std::size_t node = 0; node < node_count_; ++node) {
     node_record& h = nodes_[node];
@@ -328,8 +328,23 @@ void node_health::maybe_seed(std::size_t node) {
 void node_health::send_seed(std::size_t node) {
   // By source: a seed must not be lost to NOSCRIPT. It lands before any vote on the connection.
   node_record& h = nodes_[node];
-  command_.clear();
   h.seed_fence = fences_.high_water();
+  h.seed_waits_for_clock = false;
+  if (h.read_found_empty) {
+    // A majority has no register: a new fleet, or one that lost it on a majority (or a daemon
+    // without memory that takes such a fleet for a new one: simulator seed 241625, one master
+    // never seeded, another restarted empty, the third down). The register then starts from the
+    // masters' clock, above every token proposed from it before, unless their clocks went back.
+    const auto sampled = std::count_if(nodes_.begin(), nodes_.begin() + node_count_,
+                                       [](const node_record& n) { return n.clock.has_value(); });
+    if (static_cast<std::size_t>(sampled) < quorum(node_count_)) {
+      h.seed_waits_for_clock = true; // sent again with the next TIME sample (on_time)
+      return;
+    }
+    // nullopt: clocks out of range (at or before 1970, or beyond 2^53 µs): no floor then.
+    h.seed_fence = std::max(h.seed_fence, clock_floor_us(false).value_or(0));
+  }
+  command_.clear();
   append_seed(command_, keys_, mark_key_, h.seed_fence, max_ttl_);
   io_.send(node,
            request_tag{request_kind::seed, static_cast<std::uint32_t>(node), h.read_generation},
@@ -411,6 +426,10 @@ bool node_health::on_time(std::size_t node, const node_time& time, clock_type::t
   const clock_type::time_point sent = std::min(sent_at, received);
   const auto previous = h.clock;
   h.clock = time_sample{node_us, sent, received};
+  for (std::size_t waiting = 0; waiting < node_count_; ++waiting)
+    if (nodes_[waiting].seed_waits_for_clock && nodes_[waiting].state == trust::reseeding &&
+        !nodes_[waiting].seed_in_flight)
+      send_seed(waiting);
   if (!previous)
     return true;
   const auto us = [](clock_type::duration d) {
@@ -441,13 +460,13 @@ bool node_health::on_time(std::size_t node, const node_time& time, clock_type::t
   return true;
 }
 
-std::optional<std::uint64_t> node_health::fleet_time_us() const {
+std::optional<std::uint64_t> node_health::clock_floor_us(bool trusted_only) const {
   std::array<std::int64_t, max_nodes> now_on{};
   std::size_t sampled = 0;
   const clock_type::time_point now = now_();
   for (std::size_t node = 0; node < node_count_; ++node) {
     const node_record& h = nodes_[node];
-    if (h.state != trust::trusted || !h.clock)
+    if ((trusted_only && h.state != trust::trusted) || !h.clock)
       continue;
     // Its TIME was read before the reply was handled: a lower bound of its clock now.
     now_on[sampled++] =

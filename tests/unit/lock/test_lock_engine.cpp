@@ -1419,7 +1419,8 @@ TEST_CASE("a new fleet's read asks again at once when a master it could not ask 
   REQUIRE(asked_for_0 == 3);
   for (std::size_t node = 0; node < 3; ++node)
     f.answer(node, request_kind::fleet_read, "*2\r\n$-1\r\n$-1\r\n");
-  f.advance(100ms); // past the drift allowance of a fleet without locks
+  f.know_master_time(); // a fleet without history is seeded from the masters' clock
+  f.advance(100ms);     // past the drift allowance of a fleet without locks
   CHECK(f.nodes.of(request_kind::seed).size() == 1); // a majority has no register: seeded
 }
 
@@ -1432,6 +1433,7 @@ TEST_CASE("a new fleet's masters seeded one after the other do not hold back the
     f.connect(node, "new-" + std::to_string(node), 10, std::nullopt, 0);
   for (std::size_t node = 0; node < 4; ++node)
     f.answer(node, request_kind::quarantine_mark, ":0\r\n");
+  f.know_master_time(); // a fleet without history is seeded from the masters' clock
   const std::string empty = "*2\r\n$-1\r\n$-1\r\n";
   const auto answer_read = [&](std::size_t judged, std::size_t answering,
                                const std::string& bytes) {
@@ -1447,20 +1449,72 @@ TEST_CASE("a new fleet's masters seeded one after the other do not hold back the
     for (std::size_t answering = 0; answering < 4; ++answering)
       answer_read(judged, answering, empty);
   f.advance(100ms);
-  for (const auto& seed : f.nodes.of(request_kind::seed))
+  // Each seed holds the masters' clock, 100 ms after the samples (a fleet without history).
+  const std::uint64_t seeded = 1'700'000'000'100'000;
+  for (const auto& seed : f.nodes.of(request_kind::seed)) {
+    CHECK(seed.bytes.find("\r\n" + std::to_string(seeded) + "\r\n") != std::string::npos);
     f.engine.on_reply(seed.node, seed.tag, decode(seed.tag, *resp(":1\r\n")));
+  }
   REQUIRE(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
   REQUIRE(f.engine.status_of(3).reason == lock_engine::quarantine_reason::none);
   // The reads for 0 and 2 hear 1 and 3 with the register those seeds wrote: still a fleet
   // without history, whose masters all get seeded.
   for (const std::size_t judged : {0, 2})
     for (std::size_t answering = 0; answering < 4; ++answering)
-      answer_read(judged, answering, answering % 2 == 1 ? fleet_facts(0, 0) : empty);
+      answer_read(judged, answering, answering % 2 == 1 ? fleet_facts(seeded, 0) : empty);
   f.advance(100ms);
   std::size_t seeds_of_0_and_2 = 0;
   for (const auto& seed : f.nodes.of(request_kind::seed))
     seeds_of_0_and_2 += seed.node % 2 == 0 ? 1 : 0;
   CHECK(seeds_of_0_and_2 == 2);
+}
+
+TEST_CASE("a fleet without history is seeded from the masters' clock, so tokens go on up when "
+          "a daemon takes a fleet that lost its registers for a new one (seed 241625)",
+          "[engine][quarantine][fencing]") {
+  // Three masters: 0 never got a register (down when the fleet was seeded), 1 restarted empty,
+  // 2, the only one with a register, is down. A daemon without memory reads a majority without
+  // one: a new fleet, as far as it can tell. Seeded with 0, tokens went back to 1.
+  config cfg;
+  cfg.nodes = {{"127.0.0.1", 1}, {"127.0.0.1", 2}, {"127.0.0.1", 3}};
+  fake_nodes nodes(3);
+  nodes.up[2] = false;
+  auto log = std::make_shared<spdlog::logger>("test");
+  clock_type::time_point now = clock_type::time_point{} + 1h;
+  lock_engine engine(cfg, nodes, log, [&now] { return now; });
+  const auto answer = [&](std::size_t node, request_kind kind, std::string_view bytes) {
+    request_tag tag;
+    for (const auto& c : nodes.of(kind))
+      if (c.node == node)
+        tag = c.tag;
+    REQUIRE(tag.generation != 0);
+    engine.on_reply(node, tag, decode(tag, *resp(bytes)));
+  };
+  const auto fire_timer = [&] {
+    if (nodes.armed && *nodes.armed <= now) {
+      nodes.armed.reset();
+      engine.on_timer();
+    }
+  };
+  engine.on_node_connected(0, {std::nullopt, 0, "r0", 1800});
+  engine.on_node_connected(1, {std::nullopt, 0, "r1", 800});
+  for (std::size_t node = 0; node < 2; ++node)
+    answer(node, request_kind::quarantine_mark, ":0\r\n");
+  for (std::size_t judged = 0; judged < 2; ++judged)
+    for (const auto& c : nodes.of(request_kind::fleet_read))
+      if (c.tag.op == judged)
+        engine.on_reply(c.node, c.tag, decode(c.tag, *resp("*2\r\n$-1\r\n$-1\r\n")));
+  now += 100ms;
+  fire_timer();
+  fire_timer();
+  CHECK(nodes.of(request_kind::seed).empty()); // no clock of a majority known yet: it waits
+  CHECK(engine.on_node_time(0, 1'700'000'003, 0));
+  CHECK(nodes.of(request_kind::seed).empty()); // one of three
+  CHECK(engine.on_node_time(1, 1'700'000'003, 500'000));
+  const auto seeds = nodes.of(request_kind::seed);
+  REQUIRE(seeds.size() == 2);
+  for (const auto& seed : seeds) // the majority-th latest clock, in µs: not 0
+    CHECK(seed.bytes.find("$16\r\n1700000003000000\r\n") != std::string::npos);
 }
 
 TEST_CASE("a master up for less than the longest TTL at start is quarantined for the rest",
