@@ -449,6 +449,14 @@ TEST_CASE("proposals are at least the time a majority of the masters has reached
     CHECK(far.engine.on_node_time(node, 9'100'000'000, 0));
   far.engine.lock(lock_of("d", 10000), far.client, 1);
   CHECK(proposal_in(far, request_kind::acquire) == 1);
+
+  // Clocks behind on a majority hold the floor back to theirs: the majority-th latest counts.
+  fixture behind;
+  CHECK(behind.engine.on_node_time(0, 1000, 0));
+  CHECK(behind.engine.on_node_time(1, 400, 0));
+  CHECK(behind.engine.on_node_time(2, 400, 0));
+  behind.engine.lock(lock_of("e", 10000), behind.client, 1);
+  CHECK(proposal_in(behind, request_kind::acquire) == 400'000'000);
 }
 
 TEST_CASE("UNLOCK answers OK when a majority deleted, NOTHELD otherwise", "[engine]") {
