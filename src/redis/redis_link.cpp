@@ -232,6 +232,21 @@ void redis_link::mark_up() {
     log_->info("node {} up", to_.address.to_string());
   failures_ = 0;
   events_.on_ready(index_);
+  // A clock sample at once rather than a health interval later: a new fleet's seed waits for
+  // the masters' clocks, and a jump while the link was down shows sooner.
+  send_time_probe();
+}
+
+void redis_link::send_time_probe() {
+  if (ping_outstanding_ || state_ != state::ok)
+    return;
+  ping_outstanding_ = true;
+  ping_sent_ = clock_type::now();
+  // TIME rather than PING: the same round trip also samples the master's clock, so that a jump
+  // is seen within a health interval even when no lock is taken.
+  std::string command;
+  append_command(command, {"TIME"});
+  send(request_tag{request_kind::ping, 0, 0}, command);
 }
 
 awaitable<void> redis_link::check_health() {
@@ -248,15 +263,7 @@ awaitable<void> redis_link::check_health() {
       drop_connection("no reply within the stall limit");
       continue;
     }
-    if (!ping_outstanding_ && state_ == state::ok) {
-      ping_outstanding_ = true;
-      ping_sent_ = now;
-      // TIME rather than PING: the same round trip also samples the master's clock, so that a
-      // jump is seen within a health interval even when no lock is taken.
-      std::string command;
-      append_command(command, {"TIME"});
-      send(request_tag{request_kind::ping, 0, 0}, command);
-    }
+    send_time_probe();
   }
 }
 

@@ -70,6 +70,7 @@ class redis_link : private batch_writer::owner {
   void on_handshake_event(const handshake_event& event);
   void on_time_reply(const redisReply& reply);
   void mark_up();
+  void send_time_probe(); // TIME, unless one is outstanding: a health check and a clock sample
   bool on_written(const error_code_t& ec) override;
   void drop_connection(std::string_view why);
 
