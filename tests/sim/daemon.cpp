@@ -391,7 +391,19 @@ void sim_daemon::handshake_event(std::size_t master, const redlockd::handshake_e
     l.st = link_state::state::ok;
     l.failures = 0;
     engine_->on_node_ready(master);
+    send_time_probe(master); // as redis_link does once its handshake ends
   }
+}
+
+void sim_daemon::send_time_probe(std::size_t master) {
+  link_state& l = *links_[master];
+  if (l.ping_outstanding || l.st != link_state::state::ok)
+    return;
+  l.ping_outstanding = true;
+  l.ping_sent = now();
+  std::string command;
+  append_command(command, {"TIME"});
+  link_send(master, request_tag{request_kind::ping, 0, 0}, command);
 }
 
 void sim_daemon::check_link(std::size_t master) {
@@ -405,13 +417,7 @@ void sim_daemon::check_link(std::size_t master) {
     drop_link(master);
     return;
   }
-  if (!l.ping_outstanding && l.st == link_state::state::ok) {
-    l.ping_outstanding = true;
-    l.ping_sent = now_d;
-    std::string command;
-    append_command(command, {"TIME"});
-    link_send(master, request_tag{request_kind::ping, 0, 0}, command);
-  }
+  send_time_probe(master);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -167,6 +167,7 @@ class sim_daemon final : public node_io, public daemon_port, public event_target
   void handshake_event(std::size_t master, const redlockd::handshake_event& event);
   void link_send(std::size_t master, const request_tag& tag, std::string_view command);
   void check_link(std::size_t master);
+  void send_time_probe(std::size_t master); // TIME, unless one is outstanding
 
   // The wake subscriber.
   void connect_subscriber(std::size_t master);
