@@ -57,7 +57,7 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.permits_in_force = 0;
   op.lock.refused_for_n = 0;
   op.t0 = now_();
-  op.lock.fence = fence_round(propose_fence());
+  op.lock.fence = fence_round(propose_fence(op.lock.fence_floored));
   op.lock.fence_rounds = 0;
   op.lock.retry_ms = 0;
   op.lock.took = 0;
@@ -74,6 +74,15 @@ void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
     op.watch.granted = votes_of(slot).yes_mask(); // a fencing round resets the tally
   switch (v.what) {
   case verdict::kind::granted:
+    if (!op.lock.fence_floored && health_.fleet_time_us()) {
+      // Proposed before this daemon knew the masters' clock (its first grants), and the votes
+      // brought it: the token goes above it first. Tokens then go on from the clock even where
+      // this daemon took a fleet whose registers a majority lost for a new one (simulator seed
+      // 241625: one master never seeded, another restarted empty, the third down; tokens went
+      // back to 1).
+      start_fencing_round(slot);
+      return;
+    }
     lock_acquired(slot, v.validity_ms);
     return;
   case verdict::kind::fence_again:
@@ -98,12 +107,14 @@ void lock_engine::start_fencing_round(std::uint32_t slot) {
     return;
   }
   fences_.observe(op.lock.fence.max_previous());
-  op.lock.fence = fence_round(propose_fence());
+  op.lock.fence = fence_round(propose_fence(op.lock.fence_floored));
   begin_round(slot, op_phase::fencing, request_kind::fence_bump);
 }
 
-std::uint64_t lock_engine::propose_fence() {
-  return fences_.propose(health_.fleet_time_us().value_or(0));
+std::uint64_t lock_engine::propose_fence(bool& floored) {
+  const auto time = health_.fleet_time_us();
+  floored = time.has_value();
+  return fences_.propose(time.value_or(0));
 }
 
 void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {

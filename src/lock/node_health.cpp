@@ -21,8 +21,10 @@ void node_health::on_connected(std::size_t node, const node_facts& facts) {
   node_record& h = nodes_[node];
   // The last sample of the same run stays: the first TIME of the new connection is judged
   // against it, or a jump while this daemon was away would pass unseen (simulator seed 250274).
-  if (!h.run_id.empty() && h.run_id != facts.run_id)
+  const std::string& run = started_ ? h.run_id : h.pending_run_id;
+  if (!run.empty() && run != facts.run_id)
     h.clock.reset();
+  h.clock_carried = h.clock.has_value();
   fences_.observe(facts.fence.value_or(0));
   max_ttl_ = std::max(max_ttl_, facts.max_ttl_ms);
   if (!started_) {
@@ -67,7 +69,7 @@ void node_health::try_start() {
   if (intact < quorum(node_count_))
     log_.error("fewer than a majority of masters are known to have kept their data (restarted "
                "within the longest TTL, or without a fence counter): every master was read, "
-               "starting anyway; if they did lose it, fences go on from the masters' clock");
+               "starting anyway; if they did lose it, tokens go on from the masters' clock");
   started_ = true;
   for (std::size_t node = 0; node < node_count_; ++node) {
     node_record& h = nodes_[node];
@@ -270,9 +272,9 @@ void node_health::on_register_read(std::size_t answering, const request_tag& tag
   // Fewer than a majority trusted (a young fleet's masters are all in restart quarantine), yet
   // every master asked answered: enough when a majority of the masters has its fence register
   // (kept, or seeded from a majority), or when a majority has none (a new fleet, or a majority
-  // lost its data: fences may go back, PROTOCOL.md). Otherwise the counter lives on masters not
-  // heard: wait for them (the simulator's seed 41754: two masters that lost their data were
-  // seeded from the one master up, down since the start, and tokens went back to 1).
+  // lost its data: tokens go on from the masters' clock, PROTOCOL.md). Otherwise the counter lives
+  // on masters not heard: wait for them (the simulator's seed 41754: two masters that lost their
+  // data were seeded from the one master up, down since the start, and tokens went back to 1).
   const bool best_effort =
       trusted_nodes < quorum(node_count_) && h.read_answers == h.read_sent &&
       (h.read_with_fence >= quorum(node_count_) || h.read_without_fence >= quorum(node_count_));
@@ -328,23 +330,8 @@ void node_health::maybe_seed(std::size_t node) {
 void node_health::send_seed(std::size_t node) {
   // By source: a seed must not be lost to NOSCRIPT. It lands before any vote on the connection.
   node_record& h = nodes_[node];
-  h.seed_fence = fences_.high_water();
-  h.seed_waits_for_clock = false;
-  if (h.read_found_empty) {
-    // A majority has no register: a new fleet, or one that lost it on a majority (or a daemon
-    // without memory that takes such a fleet for a new one: simulator seed 241625, one master
-    // never seeded, another restarted empty, the third down). The register then starts from the
-    // masters' clock, above every token proposed from it before, unless their clocks went back.
-    const auto sampled = std::count_if(nodes_.begin(), nodes_.begin() + node_count_,
-                                       [](const node_record& n) { return n.clock.has_value(); });
-    if (static_cast<std::size_t>(sampled) < quorum(node_count_)) {
-      h.seed_waits_for_clock = true; // sent again with the next TIME sample (on_time)
-      return;
-    }
-    // nullopt: clocks out of range (at or before 1970, or beyond 2^53 µs): no floor then.
-    h.seed_fence = std::max(h.seed_fence, clock_floor_us(false).value_or(0));
-  }
   command_.clear();
+  h.seed_fence = fences_.high_water();
   append_seed(command_, keys_, mark_key_, h.seed_fence, max_ttl_);
   io_.send(node,
            request_tag{request_kind::seed, static_cast<std::uint32_t>(node), h.read_generation},
@@ -426,10 +413,6 @@ bool node_health::on_time(std::size_t node, const node_time& time, clock_type::t
   const clock_type::time_point sent = std::min(sent_at, received);
   const auto previous = h.clock;
   h.clock = time_sample{node_us, sent, received};
-  for (std::size_t waiting = 0; waiting < node_count_; ++waiting)
-    if (nodes_[waiting].seed_waits_for_clock && nodes_[waiting].state == trust::reseeding &&
-        !nodes_[waiting].seed_in_flight)
-      send_seed(waiting);
   if (!previous)
     return true;
   const auto us = [](clock_type::duration d) {
@@ -437,12 +420,15 @@ bool node_health::on_time(std::size_t node, const node_time& time, clock_type::t
   };
   // Each TIME was read between its request's send and its reply's handling, so between the two
   // samples at most (received - previous sent) and at least (sent - previous received) passed.
-  // A clock may run off by the drift factor between them: over a reconnection's gap that can
-  // be more than the bound, and it is no jump.
+  // Across a reconnection a clock may have run off by the drift factor over the gap, which can
+  // be more than the bound and is no jump. Between probes of one connection the bound alone
+  // counts, as it always did (a 100 ms lock's bound is 3 ms; 1 % of a 500 ms probe is 5 ms).
   const std::int64_t node_delta = node_us - previous->node_us;
   const std::int64_t longest = us(received - previous->sent);
-  const auto drift =
-      static_cast<std::int64_t>(std::ceil(static_cast<double>(longest) * cfg_.clock_drift_factor));
+  const auto drift = h.clock_carried ? static_cast<std::int64_t>(std::ceil(
+                                           static_cast<double>(longest) * cfg_.clock_drift_factor))
+                                     : 0;
+  h.clock_carried = false;
   const std::int64_t skew = node_delta - longest - drift;
   const std::int64_t behind = us(sent - previous->received) - drift - node_delta;
   if (skew > clock_jump_bound_us()) {
@@ -460,13 +446,13 @@ bool node_health::on_time(std::size_t node, const node_time& time, clock_type::t
   return true;
 }
 
-std::optional<std::uint64_t> node_health::clock_floor_us(bool trusted_only) const {
+std::optional<std::uint64_t> node_health::fleet_time_us() const {
   std::array<std::int64_t, max_nodes> now_on{};
   std::size_t sampled = 0;
   const clock_type::time_point now = now_();
   for (std::size_t node = 0; node < node_count_; ++node) {
     const node_record& h = nodes_[node];
-    if ((trusted_only && h.state != trust::trusted) || !h.clock)
+    if (h.state != trust::trusted || !h.clock)
       continue;
     // Its TIME was read before the reply was handled: a lower bound of its clock now.
     now_on[sampled++] =

@@ -205,7 +205,8 @@ class lock_engine {
   void new_attempt(operation& op); // a fresh owner, start time and fence proposal
   void decide_lock(std::uint32_t slot, const verdict& v);
   void start_fencing_round(std::uint32_t slot);
-  std::uint64_t propose_fence(); // above everything seen, and at least the masters' time
+  // Above everything seen, and at least the masters' time when this daemon knows it (floored).
+  std::uint64_t propose_fence(bool& floored);
   void lock_acquired(std::uint32_t slot, std::int64_t validity);
   void take_slot(std::uint32_t slot); // a permit's grant: its slot, the others released
   void lock_failed(std::uint32_t slot, std::string line);

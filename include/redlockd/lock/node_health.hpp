@@ -80,7 +80,7 @@ class node_health {
   // fencing proposals (fencing.hpp): every daemon reads the same masters, so their proposals
   // follow one clock. nullopt without samples of a majority, or beyond 2^53 (clocks set far
   // ahead: the clock alone never takes tokens past what a double holds exactly).
-  std::optional<std::uint64_t> fleet_time_us() const { return clock_floor_us(true); }
+  std::optional<std::uint64_t> fleet_time_us() const;
 
   // The longest TTL known on the fleet: granted here or read from the masters.
   std::uint64_t max_ttl() const { return max_ttl_; }
@@ -122,9 +122,9 @@ class node_health {
     // that carries no history of its own (on_register_read).
     std::optional<std::uint64_t> empty_seed;
     bool seed_in_flight = false;
-    bool seed_waits_for_clock = false; // a seed of a fleet without history: no floor known yet
     bool marked = false;              // this quarantine's mark was set on the node (an answer came)
     std::optional<time_sample> clock; // the last TIME sample
+    bool clock_carried = false;       // it came from an earlier connection (to the same run)
   };
 
   void try_start();
@@ -138,9 +138,6 @@ class node_health {
   void send_mark(std::size_t node);
   void maybe_seed(std::size_t node);
   std::int64_t clock_jump_bound_us() const;
-  // fleet_time_us over the trusted masters, or over every master sampled (the seed of a fleet
-  // without history: its masters are all in quarantine then).
-  std::optional<std::uint64_t> clock_floor_us(bool trusted_only) const;
   std::chrono::microseconds drift_of_max_ttl() const;
   clock_type::time_point retry_at() const; // when an unanswered read or a failed seed goes again
 

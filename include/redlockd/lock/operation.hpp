@@ -59,6 +59,7 @@ struct acquisition {
   clock_type::time_point requested_at{}; // when the client's request arrived
   fence_round fence;
   unsigned fence_rounds = 0;
+  bool fence_floored = false; // proposed with the masters' clock known (propose_fence)
   std::uint64_t retry_ms = 0; // smallest remaining TTL among refusals, 0 = unknown
   // Masters whose acquire set this attempt's key (granted, in time or not): when they are a
   // majority and the attempt still fails, it held the lock for a moment as a holder does.
