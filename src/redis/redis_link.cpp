@@ -232,8 +232,8 @@ void redis_link::mark_up() {
     log_->info("node {} up", to_.address.to_string());
   failures_ = 0;
   events_.on_ready(index_);
-  // A clock sample at once rather than a health interval later: a new fleet's seed waits for
-  // the masters' clocks, and a jump while the link was down shows sooner.
+  // A clock sample at once rather than a health interval later: a grant proposed without the
+  // masters' clock takes a second round, and a jump while the link was down shows sooner.
   send_time_probe();
 }
 
