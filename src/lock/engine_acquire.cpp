@@ -74,7 +74,7 @@ void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
     op.watch.granted = votes_of(slot).yes_mask(); // a fencing round resets the tally
   switch (v.what) {
   case verdict::kind::granted:
-    if (!op.lock.fence_floored && health_.fleet_time_us()) {
+    if (below_clock_at_start(op)) {
       // Proposed before this daemon knew the masters' clock (its first grants), and the votes
       // brought it: the token goes above it first. Tokens then go on from the clock even where
       // this daemon took a fleet whose registers a majority lost for a new one (simulator seed
@@ -109,6 +109,19 @@ void lock_engine::start_fencing_round(std::uint32_t slot) {
   fences_.observe(op.lock.fence.max_previous());
   op.lock.fence = fence_round(propose_fence(op.lock.fence_floored));
   begin_round(slot, op_phase::fencing, request_kind::fence_bump);
+}
+
+bool lock_engine::below_clock_at_start(const operation& op) const {
+  if (op.lock.fence_floored)
+    return false;
+  const auto time = health_.fleet_time_us();
+  if (!time)
+    return false;
+  // The clock when the attempt started: a proposal at or above it (a register that already
+  // follows the clock) needs no second round.
+  const auto since = std::chrono::duration_cast<std::chrono::microseconds>(now_() - op.t0).count();
+  const std::uint64_t elapsed = since > 0 ? static_cast<std::uint64_t>(since) : 0;
+  return op.lock.fence.proposed() + elapsed < *time;
 }
 
 std::uint64_t lock_engine::propose_fence(bool& floored) {
@@ -267,6 +280,15 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
     ++counters_.busy;
   else if (!error)
     ++counters_.noquorum;
+  if (held_majority && !op.lock.queued) {
+    // Its key refused this daemon's waiters as a holder's does, and it is released now: they
+    // try again at once rather than after the TTL they were told (a review: a try-lock whose
+    // fencing round failed after a majority granted it).
+    const std::string key = op.key;
+    finish(slot, std::move(line));
+    lock_released(key, now);
+    return;
+  }
   finish(slot, std::move(line));
 }
 

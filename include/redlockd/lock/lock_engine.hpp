@@ -207,6 +207,8 @@ class lock_engine {
   void start_fencing_round(std::uint32_t slot);
   // Above everything seen, and at least the masters' time when this daemon knows it (floored).
   std::uint64_t propose_fence(bool& floored);
+  // A grant's proposal was made without the masters' clock and is below the clock at its start.
+  bool below_clock_at_start(const operation& op) const;
   void lock_acquired(std::uint32_t slot, std::int64_t validity);
   void take_slot(std::uint32_t slot); // a permit's grant: its slot, the others released
   void lock_failed(std::uint32_t slot, std::string line);
