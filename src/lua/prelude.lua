@@ -91,6 +91,9 @@ end
 -- 7k more that way (bench/script_cost.py). Without a reader set the other kinds cost it one
 -- PTTL; with one, the score of the reader that ends last says both whether a reader is live
 -- (due exactly now still counts, as in live_readers) and how long the readers keep the lock.
+-- acquire.lua, the try-lock's attempt, writes this step out once more without any function; a
+-- change here goes there too (the script test "acquire decides as acquire_wait's grant does"
+-- compares the two).
 local function grant(t, replace)
   local c = fence_of(2)
   if not c then return {-2, 0, t[1], t[2]} end

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -569,4 +570,69 @@ TEST_CASE("no kind grants on a master without a fence register: it lost its data
   CHECK(lost(m.eval(script::acquire, {"r", fence, max_ttl}, {"owner", "5000", "7"})));
   CHECK(m.eval(script::fence_bump, {fence}, {"9"}).integer == -2);
   CHECK(m.run({"DBSIZE"}).integer == 0); // nothing granted, no register created
+}
+
+TEST_CASE("acquire decides as acquire_wait's grant does, in every state of the keys it reads",
+          "[scripts]") {
+  // acquire.lua writes the exclusive grant (prelude.lua's grant) out without a function, for its
+  // cost; acquire_wait runs grant itself. With no wait mark and nobody behind, the two must give
+  // the same answer and leave the same lock key and registers, in every combination of: fence
+  // register, longest-TTL record, lock key and reader set. (acquire_wait's own additions, a
+  // refused writer's intent and its wait mark, are its own and not compared.)
+  master m;
+  const std::vector<std::string> fences{"", "5", "9", "70", "123"};
+  const std::vector<std::string> longest{"", "400", "5000", "9000", "60000"};
+  const std::vector<std::string> proposals{"7", "12"};
+  struct outcome {
+    long long status = 0, hint = 0, key_pttl = 0;
+    std::string previous, key, fence, max_ttl;
+  };
+  const auto attempt = [&](bool wait, const std::string& f, const std::string& l, bool held,
+                           int readers, const std::string& proposal) {
+    m.run({"FLUSHALL"});
+    if (!f.empty())
+      m.run({"SET", fence, f});
+    if (!l.empty())
+      m.run({"SET", max_ttl, l});
+    if (held)
+      m.run({"SET", "r", "someone", "PX", "3000"});
+    if (readers > 0) { // 1: a live reader, 2: only a reader whose time has passed
+      const long long now = m.now_ms();
+      m.run({"ZADD", "r readers", std::to_string(readers == 1 ? now + 4000 : now - 5), reader_a});
+      m.run({"PEXPIRE", "r readers", "8000"});
+    }
+    const redis_reply reply =
+        wait ? m.eval(script::acquire_wait, {"r", fence, max_ttl, "redlockd:fence:waiting:r"},
+                      {"writer", "5000", proposal, "2500", "d1d1d1d1d1d1d1d1", "8", "200", "0"})
+             : m.eval(script::acquire, {"r", fence, max_ttl}, {"writer", "5000", proposal});
+    outcome o;
+    o.status = field(reply, 0);
+    o.hint = o.status == 1 ? 0 : field(reply, 1);
+    o.previous = o.status == 1 ? reply.elements.at(1).str : "";
+    o.key = m.get("r");
+    o.key_pttl = m.pttl("r");
+    o.fence = m.get(fence);
+    o.max_ttl = m.get(max_ttl);
+    return o;
+  };
+  int cases = 0;
+  for (const auto& f : fences)
+    for (const auto& l : longest)
+      for (const bool held : {false, true})
+        for (const int readers : {0, 1, 2})
+          for (const auto& proposal : proposals) {
+            INFO("fence '" << f << "', longest '" << l << "', held " << held << ", readers "
+                           << readers << ", proposal " << proposal);
+            const outcome plain = attempt(false, f, l, held, readers, proposal);
+            const outcome waiting = attempt(true, f, l, held, readers, proposal);
+            CHECK(plain.status == waiting.status);
+            CHECK(std::abs(plain.hint - waiting.hint) <= 100); // times left, read apart
+            CHECK(plain.previous == waiting.previous);
+            CHECK(plain.key == waiting.key);
+            CHECK(std::abs(plain.key_pttl - waiting.key_pttl) <= 100);
+            CHECK(plain.fence == waiting.fence);
+            CHECK(plain.max_ttl == waiting.max_ttl);
+            ++cases;
+          }
+  CHECK(cases == 300);
 }
