@@ -1,11 +1,12 @@
 -- list: one bounded step of LIST on one master: SCAN from a cursor, keeping the holds.
 -- ARGV: cursor, MATCH pattern, COUNT, fence key. No KEYS: it reads keys it finds (a
--- non-cluster master, as redlockd needs). Uses SCAN, GET and PTTL, and ZCOUNT / ZREVRANGE where
--- shared holders are: an ACL user needs +scan.
+-- non-cluster master, as redlockd needs). Uses SCAN, GET and PTTL, and ZCOUNT / ZREVRANGE / HGET
+-- where shared holders are: an ACL user needs +scan.
 -- {next cursor, then key, PTTL, label ('' if none), holders per hold}. A hold is:
 -- - a string whose value is an owner (40 lowercase hex) alone or followed by ' ' and a label
 --   (an exclusive lock or a set's member: 1 holder);
--- - 'K readers' with live members (shared holders of K: their number, the longest time left);
+-- - 'K readers' with live members (shared holders of K: their number, the longest time left,
+--   the label of the reader that holds longest);
 -- - 'S permits' with live slots (a semaphore S: the slots held, the longest time left, the
 --   first label found).
 -- Skipped: the other side keys ('K labels', 'K write-intent', 'S permit:<i>'), the fence key and
@@ -31,9 +32,13 @@ for _, k in ipairs(scan[2]) do
   if k == fence or k == fence .. ':max_ttl' or string.sub(k, 1, #fence + 9) == fence .. ':waiting:' then
     -- the registers and the wait marks
   elseif string.sub(k, -8) == ' readers' then
-    local base = string.sub(k, 1, -9)
     local n = redis.pcall('zcount', k, now, '+inf')
-    if type(n) == 'number' and n > 0 then add(k, readers_pttl(base, now), '', n) end
+    if type(n) == 'number' and n > 0 then
+      -- the time and the label of the reader that holds longest, as STATUS gives them
+      local top = redis.call('zrevrange', k, 0, 0, 'withscores')
+      local label = redis.pcall('hget', string.sub(k, 1, -9) .. ' labels', top[1])
+      add(k, tonumber(top[2]) - now, type(label) == 'string' and label or '', n)
+    end
   elseif string.sub(k, -8) == ' permits' then
     local base = string.sub(k, 1, -9)
     local n = tonumber(redis.pcall('get', k)) or 0

@@ -221,6 +221,31 @@ TEST_CASE("LABEL is stored after the owner, shown by STATUS and LIST through the
   CHECK(t.gone_everywhere("x"));
 }
 
+TEST_CASE("LIST shows shared holders and permits with their number and labels, through the "
+          "other daemon",
+          "[integration][operate]") {
+  two_daemons t;
+  line_client at_a = two_daemons::as(t.a, client_secret);
+  line_client reader_2 = two_daemons::as(t.a, client_secret);
+  must_lock(at_a, "LOCK report 10000 SHARED LABEL reader-1");
+  must_lock(reader_2, "LOCK report 20000 SHARED LABEL reader-2");
+  must_lock(at_a, "LOCK pool 10000 PERMITS 3 LABEL worker-1");
+  line_client at_b = two_daemons::as(t.b, client_secret);
+  const nlohmann::json listed = listing(at_b, "LIST");
+  REQUIRE(listed.at("locks").size() == 2);
+  const auto& pool = listed.at("locks").at(0);
+  CHECK(pool.at("resource") == "pool");
+  CHECK(pool.at("kind") == "permit");
+  CHECK(pool.at("holders") == 1);
+  CHECK(pool.at("labels") == nlohmann::json::array({"worker-1"}));
+  const auto& report = listed.at("locks").at(1);
+  CHECK(report.at("resource") == "report");
+  CHECK(report.at("kind") == "shared");
+  CHECK(report.at("holders") == 2);
+  CHECK(report.at("ttl_ms") > 10000); // the reader that holds longest
+  CHECK(report.at("labels") == nlohmann::json::array({"reader-2"})); // and its label
+}
+
 TEST_CASE("MAXHOLD and max_hold_ms stop renewing a KEEP lock: LOST and released",
           "[integration][operate]") {
   redis_fleet fleet;
