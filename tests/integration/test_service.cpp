@@ -19,6 +19,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "checks.hpp"
 #include "http_get.hpp"
 #include "proc.hpp"
 #include "test_env.hpp"
@@ -233,6 +234,26 @@ TEST_CASE("every INFO counter is exported in /metrics, with the same value",
         "redlockd_max_ttl_granted_seconds"}) {
     INFO(gauge);
     CHECK(samples.count(gauge) == 1);
+  }
+}
+
+TEST_CASE("INFO and /metrics count grants by lock kind", "[integration][service]") {
+  fleet_with_metrics env;
+  line_client c(env.daemon.port());
+  must_lock(c, "LOCK a 10000");
+  must_lock(c, "LOCK b 10000");
+  must_lock(c, "LOCK r 10000 SHARED");
+  must_lock(c, "LOCK s 10000 PERMITS 2");
+  CHECK(starts_with(c.request("MLOCK 2 x y 10000"), "OK "));
+  CHECK(starts_with(c.request("LOCK a 10000"), "BUSY")); // a refusal counts nowhere
+  const nlohmann::json info = env.daemon.info();
+  const nlohmann::json expected = {{"exclusive", 2}, {"shared", 1}, {"permit", 1}, {"multi", 1}};
+  CHECK(info.at("grants") == expected);
+  CHECK(info.at("counters").at("acquired") == 5);
+  const auto samples = parse_exposition(http_get(env.metrics_port, "/metrics").body);
+  for (const auto& [kind, count] : expected.items()) {
+    INFO("kind " << kind);
+    CHECK(samples.at("redlockd_grants_total{kind=\"" + kind + "\"}") == count.get<double>());
   }
 }
 
