@@ -117,8 +117,15 @@ void lock_engine::start_lock(std::uint32_t slot, bool keep, std::optional<std::u
       try_acquire(slot);
     return;
   }
-  if (queues_.head(op.key)) {
-    // Waiters are served first come, first served: a try-lock does not jump the queue.
+  if (const auto head = queues_.head(op.key)) {
+    // Waiters are served first come, first served: a try-lock does not jump the queue. One for
+    // a semaphore whose waiters here name another n may name the wrong n: the masters say
+    // (PERMITS_MISMATCH where another n is in force, else BUSY), and its round takes nothing.
+    if (op.hold_kind == lock_kind::permit && slots_[head->slot].permits != op.permits) {
+      op.lock.check_only = true;
+      try_acquire(slot);
+      return;
+    }
     ++counters_.busy;
     finish(slot, format_busy(0));
     return;
@@ -363,6 +370,7 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.lock.slot = 0;
   op.lock.permits_in_force = 0;
   op.lock.refused_for_n = 0;
+  op.lock.check_only = false;
   op.hold_kind = lock_kind::exclusive;
   op.permits = 0;
   op.handing = {};
@@ -454,8 +462,8 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
   switch (kind) {
   case request_kind::acquire:
   case request_kind::acquire_slot: {
-    acquire_call call{owner,          op.lock.label, op.ttl_ms, op.lock.fence.proposed(),
-                      first_slot(op), nullptr};
+    acquire_call call{owner,          op.lock.label, op.ttl_ms,         op.lock.fence.proposed(),
+                      first_slot(op), nullptr,       op.lock.check_only};
     wait_mark mark;
     // A refusal marks that this daemon waits (and a writer's leaves its intent, but in the
     // weakened daemon of the test suite's controls).

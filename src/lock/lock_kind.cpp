@@ -97,8 +97,9 @@ void permit_acquire(std::string& out, script_by by, const hold_target& hold,
                     const register_keys& keys, const acquire_call& call, std::string& scratch) {
   const decimal n(hold.permits);
   const decimal first(call.first_slot);
-  append_marked_acquire(out, script::permit_acquire, by, hold, keys, call,
-                        {n.view(), first.view(), call.label}, scratch);
+  append_marked_acquire(
+      out, script::permit_acquire, by, hold, keys, call,
+      {n.view(), call.check_only ? std::string_view("-1") : first.view(), call.label}, scratch);
 }
 
 // release.lua's layout: KEYS name, wait mark; ARGV owner, channel, daemon id, wakes, slack.

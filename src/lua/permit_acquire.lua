@@ -6,7 +6,7 @@
 -- wake channel), fence key, max-TTL key, and for a WAIT's attempt the wait mark.
 -- ARGV: owner (slot 000), ttl ms, proposed token, then for a WAIT's attempt acquire_wait's five
 -- more (ms the waiter still waits, the daemon's id, its ticket, slack ms, the ms the next waiter
--- still waits), then n, the slot to try first, the label ('' none).
+-- still waits), then n, the slot to try first ('-1': a check only, below), the label ('' none).
 -- Always six fields: {status, counter or hint, TIME, the largest ticket of another daemon
 -- waiting here ('0' for a plain attempt), the slot}. Granted: status 1, the counter before this
 -- grant, the slot taken. All n held: status 0 and the shortest TTL among the slots (a WAIT's
@@ -19,6 +19,9 @@ local semaphore = string.sub(KEYS[1], 1, -9) -- 'S permits' without ' permits'
 local t = redis.call('time')
 local stored = redis.call('get', KEYS[1])
 if stored and stored ~= n then return {2, stored, t[1], t[2], '0', -1} end
+-- The first slot '-1': a check only (a try-lock behind the daemon's waiters of another n): the
+-- n in force was not another, and nothing is taken.
+if first == '-1' then return {0, 0, t[1], t[2], '0', -1} end
 local slot = -1
 local function try(t)
   return grant_by(t, function()

@@ -208,6 +208,31 @@ TEST_CASE("permits: at most n, another n is refused, a killed holder's permit co
   CHECK(a.request("UNLOCK pool " + p2.owner) == "OK");
 }
 
+TEST_CASE("a try-lock that names another n than a semaphore's waiters is refused PERMITS_MISMATCH",
+          "[integration][kinds]") {
+  // A try-lock behind waiters does not jump their queue; one that names another n than theirs
+  // is still told that another n is in force (it was answered BUSY 0 from the queue), and its
+  // round takes nothing.
+  fleet_and_daemon env;
+  line_client a = env.client();
+  const lock_grant held = must_lock(a, "LOCK pool 30000 PERMITS 1");
+  line_client waiter = env.client();
+  waiter.send("LOCK pool 30000 PERMITS 1 WAIT 10000\n");
+  REQUIRE(eventually([&] { return env.daemon.info().at("waiters") == 1; }, 5s));
+  line_client c = env.client();
+  CHECK(starts_with(c.request("LOCK pool 1000 PERMITS 3"), "ERR PERMITS_MISMATCH 1 "));
+  CHECK(starts_with(c.request("LOCK pool 1000 PERMITS 1"), "BUSY "));
+  CHECK(a.request("UNLOCK pool " + held.owner) == "OK");
+  waiter.set_timeout(5s);
+  const auto next = parse_lock_ok(waiter.read_line());
+  REQUIRE(next);
+  CHECK(c.request("STATUS pool").find(" permits=1/1") != std::string::npos);
+  for (std::size_t i = 0; i < env.fleet.size(); ++i) {
+    INFO("master " << i);
+    CHECK(env.fleet.run(i, "GET", "pool permits").str == "1"); // the check wrote no n
+  }
+}
+
 namespace {
 
 // Readers overlap without end (each holds 400 ms, a new one every 100 ms, through another

@@ -53,6 +53,9 @@ struct acquire_call {
   std::uint64_t proposal = 0;
   std::uint32_t first_slot = 0; // a permit's first slot to try
   const wait_mark* mark = nullptr;
+  // A permit's check only (a try-lock behind waiters that name another n): the masters say
+  // whether another n is in force and take nothing.
+  bool check_only = false;
 };
 
 // A release's arguments: `wakes` for a hold that was granted (see release.lua); `attempt` for a

@@ -100,6 +100,9 @@ struct acquisition {
   std::uint32_t slot = 0;
   std::uint64_t permits_in_force = 0;
   std::uint32_t refused_for_n = 0;
+  // A permit try-lock behind this daemon's waiters of another n: its round only asks the
+  // masters which n is in force (acquire_call::check_only).
+  bool check_only = false;
 };
 
 struct operation {

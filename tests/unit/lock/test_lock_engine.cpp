@@ -559,6 +559,38 @@ std::string owner_in(const std::string& reply) {
 }
 } // namespace
 
+TEST_CASE("a permit try-lock behind waiters of another n asks the masters in a round that takes "
+          "nothing",
+          "[engine][wait][kinds]") {
+  fixture f;
+  const auto permits = [](lock_request req, std::uint32_t n) {
+    req.mode = lock_mode::permits;
+    req.permits = n;
+    return req;
+  };
+  auto waiter = std::make_shared<captured_replies>();
+  f.engine.lock(permits(waiting_lock("s", 10000, 5000), 1), waiter, 0);
+  REQUIRE(f.count_sent(request_kind::acquire_slot) == 5);
+  // The waiters' n: BUSY 0 from the queue, no master asked.
+  auto same = std::make_shared<captured_replies>();
+  f.engine.lock(permits(lock_of("s", 1000), 1), same, 0);
+  CHECK(same->lines.at(0) == "BUSY 0\n");
+  CHECK(f.count_sent(request_kind::acquire_slot) == 5);
+  // Another n: every master is asked with the first slot -1 (permit_acquire.lua: a check).
+  auto other = std::make_shared<captured_replies>();
+  f.engine.lock(permits(lock_of("s", 1000), 3), other, 0);
+  const auto checks = f.nodes.of(request_kind::acquire_slot);
+  REQUIRE(checks.size() == 10);
+  for (std::size_t i = 5; i < 10; ++i)
+    CHECK(checks[i].bytes.find("$1\r\n3\r\n$2\r\n-1\r\n$0\r\n\r\n") != std::string::npos);
+  // Three masters say 1 permit is in force.
+  const std::string in_force = "*6\r\n:2\r\n$1\r\n1\r\n" + master_time + "$1\r\n0\r\n:-1\r\n";
+  f.answer_all(request_kind::acquire_slot, in_force, 3);
+  REQUIRE(other->lines.size() == 1);
+  CHECK(other->lines[0].starts_with("ERR PERMITS_MISMATCH 1 "));
+  CHECK(waiter->lines.empty()); // the waiter still waits, its attempt unanswered
+}
+
 TEST_CASE("WAIT queues waiters first come, first served, and UNLOCK hands over at once",
           "[engine][wait]") {
   fixture f;
@@ -1604,7 +1636,11 @@ TEST_CASE("the acquire script records the TTL on every master that grants",
     CHECK(c.bytes.find("redlockd:fence:max_ttl") != std::string::npos);
     CHECK(c.bytes.find("$5\r\n20000\r\n") != std::string::npos);
   }
-  CHECK(std::string(script_source(script::acquire)).find("raise(m, 2)") != std::string::npos);
+  // The grant raises the record (KEYS[3]) to the TTL (ARGV[2]) in the same script (acquire.lua
+  // writes record_grant out; the script test "acquire decides as acquire_wait's grant does"
+  // runs it on a master).
+  CHECK(std::string(script_source(script::acquire)).find("redis.call('set', KEYS[3], ttl)") !=
+        std::string::npos);
 }
 
 TEST_CASE("unsafe_disable_quarantine lets a restarted master vote at once",
