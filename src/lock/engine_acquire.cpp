@@ -235,10 +235,15 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
           ? most_on_one_slot(op.lock.took, std::span(op.lock.slots).first(node_count_))
           : static_cast<std::size_t>(std::popcount(op.lock.took));
   const bool held_majority = held >= quorum(node_count_);
-  cleanups_.everywhere(op.hold(), op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
-                       cfg_.weakened.publish_on_cleanup || held_majority ? released::attempt_held
-                                                                         : released::attempt,
-                       {}, refused);
+  if (op.lock.check_only)
+    // A permit's check round took nothing on any master: nothing to release. It asked for no
+    // grant, so it is never NOQUORUM: another n in force (below), else BUSY as behind the queue.
+    line = format_busy(0);
+  else
+    cleanups_.everywhere(op.hold(), op.owner, op.t0 + std::chrono::milliseconds(op.ttl_ms),
+                         cfg_.weakened.publish_on_cleanup || held_majority ? released::attempt_held
+                                                                           : released::attempt,
+                         {}, refused);
   if (another_n_in_force(static_cast<std::size_t>(std::popcount(op.lock.refused_for_n)),
                          node_count_))
     // Another n is in force for this semaphore: no wait makes the request right.

@@ -546,6 +546,10 @@ void lock_engine::decide(std::uint32_t slot) {
   const vote_tally& tally = votes_of(slot);
   if (tally.state() == vote_tally::outcome::pending)
     return;
+  // A permit's check round (operation::check_only) can only be refused: what it asks is how
+  // many masters hold another n, so it hears every master (or the round's timeout) first.
+  if (op.kind == op_kind::lock && op.lock.check_only && op.tally.pending() > 0)
+    return;
   switch (op.kind) {
   case op_kind::lock: {
     const bool reached = tally.state() == vote_tally::outcome::reached;

@@ -21,7 +21,10 @@ local stored = redis.call('get', KEYS[1])
 if stored and stored ~= n then return {2, stored, t[1], t[2], '0', -1} end
 -- The first slot '-1': a check only (a try-lock behind the daemon's waiters of another n): the
 -- n in force was not another, and nothing is taken.
-if first == '-1' then return {0, 0, t[1], t[2], '0', -1} end
+if first == '-1' then
+  if not redis.call('get', KEYS[2]) then return {-2, 0, t[1], t[2], '0', -1} end -- lost its data
+  return {0, 0, t[1], t[2], '0', -1}
+end
 local slot = -1
 local function try(t)
   return grant_by(t, function()

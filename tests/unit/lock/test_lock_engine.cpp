@@ -583,12 +583,34 @@ TEST_CASE("a permit try-lock behind waiters of another n asks the masters in a r
   REQUIRE(checks.size() == 10);
   for (std::size_t i = 5; i < 10; ++i)
     CHECK(checks[i].bytes.find("$1\r\n3\r\n$2\r\n-1\r\n$0\r\n\r\n") != std::string::npos);
-  // Three masters say 1 permit is in force.
+  // Three masters of five say 1 permit is in force, and a master without 'S permits' answers
+  // among the first three: the round hears every master before it decides (three refusals
+  // would decide a normal round).
   const std::string in_force = "*6\r\n:2\r\n$1\r\n1\r\n" + master_time + "$1\r\n0\r\n:-1\r\n";
-  f.answer_all(request_kind::acquire_slot, in_force, 3);
+  const std::string checked = "*6\r\n:0\r\n:0\r\n" + master_time + "$1\r\n0\r\n:-1\r\n";
+  f.answer(0, request_kind::acquire_slot, checked);
+  f.answer(1, request_kind::acquire_slot, in_force);
+  f.answer(2, request_kind::acquire_slot, in_force);
+  f.answer(3, request_kind::acquire_slot, in_force);
+  CHECK(other->lines.empty());
+  f.answer(4, request_kind::acquire_slot, checked);
   REQUIRE(other->lines.size() == 1);
   CHECK(other->lines[0].starts_with("ERR PERMITS_MISMATCH 1 "));
-  CHECK(waiter->lines.empty()); // the waiter still waits, its attempt unanswered
+  CHECK(waiter->lines.empty());                    // the waiter still waits, its attempt unanswered
+  CHECK(f.count_sent(request_kind::cleanup) == 0); // it took nothing anywhere
+
+  // A master that never answers: after the round's timeout, BUSY (never NOQUORUM) where fewer
+  // than three report another n.
+  auto again = std::make_shared<captured_replies>();
+  f.engine.lock(permits(lock_of("s", 1000), 3), again, 0);
+  for (std::size_t node = 0; node < 4; ++node)
+    f.answer(node, request_kind::acquire_slot, node < 2 ? in_force : checked);
+  CHECK(again->lines.empty());
+  f.advance(std::chrono::seconds(2));
+  REQUIRE(again->lines.size() == 1);
+  CHECK(again->lines[0] == "BUSY 0\n");
+  // The waiter's attempt timed out too: its cleanup goes to all five, none for the check.
+  CHECK(f.count_sent(request_kind::cleanup) == 5);
 }
 
 TEST_CASE("WAIT queues waiters first come, first served, and UNLOCK hands over at once",
