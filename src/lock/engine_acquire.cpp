@@ -79,7 +79,9 @@ void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
       // brought it: the token goes above it first. Tokens then go on from the clock even where
       // this daemon took a fleet whose registers a majority lost for a new one (simulator seed
       // 241625: one master never seeded, another restarted empty, the third down; tokens went
-      // back to 1).
+      // back to 1). INFO counts it with the other second rounds (fence_conflicts).
+      if (op.phase == op_phase::voting)
+        ++counters_.fence_conflicts;
       start_fencing_round(slot);
       return;
     }

@@ -1610,12 +1610,14 @@ TEST_CASE("a grant proposed before the daemon knew the masters' clock takes a fe
   const auto reply = words(client->lines[1]);
   REQUIRE(reply[0] == "OK");
   CHECK(std::stoull(reply[2]) == bump);
+  CHECK(engine.counters().fence_conflicts == 1); // INFO counts the second round
   // The next proposal already follows the clock: one round.
   engine.lock(lock_of("hot1", 10000), client, 2);
   CHECK(proposal_in(nodes, request_kind::acquire) > bump);
   for (std::size_t node = 0; node < 2; ++node)
     answer(node, request_kind::acquire, granted(0));
   CHECK(client->lines[2].starts_with("OK "));
+  CHECK(engine.counters().fence_conflicts == 1);
 }
 
 TEST_CASE("a first grant whose proposal already follows the masters' clock takes no second round",
