@@ -760,7 +760,7 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     if (h.requests[i].kind == client_op::lock)
       for (const std::uint32_t resource : resources_of(h.requests[i]))
         requests_on[resource].push_back(i);
-  // Sets take no turns (no wait marks): a set's attempt that fails refuses a waiter as a holder
+  // Sets take no turns in effect: a set's attempt that fails refuses a waiter as a holder
   // would, its cleanup wakes nobody, and the waiter sleeps that key's TTL. Open engine finding
   // (README.md): allowed for, for every waiter on a member.
   const auto set_attempts = [&](std::uint32_t resource, spans& in) {
