@@ -74,6 +74,7 @@ def free_port():
 OWNER = "%040x"
 DAEMON = "abc1"
 OTHER = "def2"
+WAKE = DAEMON + " 200 ch"  # a granted lock's release: '<daemon id> <slack ms> <channel>'
 CAD = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 
@@ -93,12 +94,12 @@ def scenarios(script):
     rows.append(("release", "UNLOCK, no wait mark",
                  lambda i: [("set", "k%d" % i, OWNER % i, "PX", 10000)],
                  lambda i: ("evalsha", script("release"), 2, "k%d" % i, "W%d" % i, OWNER % i,
-                            "ch", DAEMON, "1", 200)))
+                            WAKE)))
     rows.append(("release", "UNLOCK, the mark only this daemon's entry",
                  lambda i: [("set", "k%d" % i, OWNER % i, "PX", 10000),
                             ("set", "W%d" % i, "%s 5 %d;" % (DAEMON, far), "PX", 10000)],
                  lambda i: ("evalsha", script("release"), 2, "k%d" % i, "W%d" % i, OWNER % i,
-                            "ch", DAEMON, "1", 200)))
+                            WAKE)))
     # A hot hand-over: the holder's key goes to the head waiter, a next waiter stays queued
     # (its entry is kept), the mark holds this daemon's entry only (one daemon).
     rows.append(("hand_over", "UNLOCK to this daemon's head, a next waiter queued",

@@ -1,8 +1,9 @@
 # Writes the Lua scripts of src/lua into one C++ include, so that the daemon, the simulator and
 # the tests run the very text of the .lua files. A script's text is prelude.lua, then each
 # library its first lines name with `--#include <name>` (src/lua/lib/<name>.lua, in that order),
-# then the script's own file. Each assembled text is also written to <GENERATED>/lua/<name>.lua
-# (for luac -p and for readers). Run at build time (see redlockd_core in CMakeLists.txt):
+# then the script's own file (the helpers go at its '--#helpers' line where it has one). Each
+# assembled text is also written to <GENERATED>/lua/<name>.lua (for luac -p and for readers).
+# Run at build time (see redlockd_core in CMakeLists.txt):
 #   cmake -DLUA_DIR=<src/lua> -DGENERATED=<dir> -DSCRIPTS="acquire;release;..." -P embed_lua.cmake
 # The helpers (prelude and libraries) a script never calls are left out of its text: see
 # used_helpers below.
@@ -122,8 +123,19 @@ foreach(name IN LISTS SCRIPTS)
     file(READ "${LUA_DIR}/lib/${library}.lua" library_text)
     string(APPEND helpers "\n${library_text}") # (a blank line: the library starts a part)
   endforeach()
-  used_helpers("${helpers}" "${body}" source)
-  string(APPEND source "${body}")
+  used_helpers("${helpers}" "${body}" kept)
+  # The helpers go at the script's '--#helpers' line, or before it all. A master makes each
+  # function anew whenever the run reaches its definition, so a fast path above that line that
+  # returns before it (release.lua's, without a wait mark) makes none.
+  string(FIND "${body}" "\n--#helpers\n" at)
+  if(at EQUAL -1)
+    set(source "${kept}${body}")
+  else()
+    math(EXPR at "${at} + 1")
+    string(SUBSTRING "${body}" 0 ${at} fast)
+    string(SUBSTRING "${body}" ${at} -1 rest)
+    set(source "${fast}${kept}${rest}")
+  endif()
   string(FIND "${source}" ")${delimiter}\"" clash)
   if(NOT clash EQUAL -1)
     message(FATAL_ERROR "src/lua/${name}.lua contains the raw-string delimiter )${delimiter}\"")

@@ -102,15 +102,14 @@ void permit_acquire(std::string& out, script_by by, const hold_target& hold,
       {n.view(), call.check_only ? std::string_view("-1") : first.view(), call.label}, scratch);
 }
 
-// release.lua's layout: KEYS name, wait mark; ARGV owner, channel, daemon id, wakes, slack.
+// release.lua's layout: KEYS name, wait mark; ARGV owner, release_wake.
 void append_marked_release(std::string& out, script s, script_by by, const hold_target& hold,
                            const register_keys& keys, const release_call& call,
                            std::string_view extra, std::string& scratch) {
   const auto [verb, body] = head(s, by);
-  const decimal slack(call.slack_ms);
   append_command(out,
                  {verb, body, "2", hold.name, wait_marker(scratch, keys, hold.name), call.owner,
-                  keys.wake, call.daemon_id, call.wakes ? "1" : "0", slack.view(), extra});
+                  release_wake(keys, call.daemon_id, call.wakes, call.slack_ms), extra});
 }
 
 void shared_release(std::string& out, script_by by, const hold_target& hold,
@@ -175,11 +174,10 @@ void multi_release(std::string& out, script_by by, const hold_target& hold,
   const auto [verb, body] = head(script::multi_release, by);
   const std::vector<std::string_view> members = members_of(hold.name);
   const decimal count(members.size());
-  const decimal slack(call.slack_ms);
+  const std::string wake = release_wake(keys, call.daemon_id, call.wakes, call.slack_ms);
   std::vector<std::string_view> args{verb, body, count.view()};
   args.insert(args.end(), members.begin(), members.end());
-  args.insert(args.end(), {call.owner, keys.wake, call.daemon_id, call.wakes ? "1" : "0",
-                           slack.view(), keys.waiting});
+  args.insert(args.end(), {call.owner, wake, keys.waiting});
   append_command(out, args);
 }
 

@@ -3,23 +3,24 @@
 --#include readers
 --#include shared
 -- shared_release: ends a shared hold (UNLOCK of a shared owner, and the releases nobody waits
--- for). KEYS: lock key, wait marker. ARGV: as release.lua's (owner, wake channel, the releasing
--- daemon's id, '1' for a hold that was granted, slack ms).
+-- for). KEYS: lock key, wait marker. ARGV: as release.lua's (owner, and for a hold that was
+-- granted the releasing daemon's wake, '' otherwise).
 -- 1 if it was held, -1 if it is gone. When the last live reader of a granted hold leaves and
 -- another daemon's head waits for the lock (a writer), that head is woken as release.lua wakes;
 -- so it is when the reader that lived longest leaves and the others end more than the slack
 -- sooner: a writer the readers refused sleeps on the longest one's time (simulator seed
 -- 130230: 300 ms on a free lock).
 -- (The mark and the reader's score are read first; without a mark, nobody waits: no more.)
-local m = ARGV[4] == '1' and redis.call('get', KEYS[2])
+local m = (ARGV[2] or '') ~= '' and redis.call('get', KEYS[2])
 local score = m and redis.call('zscore', KEYS[1] .. ' readers', ARGV[1])
 local removed = shared_release(KEYS[1], ARGV[1])
 if removed == 1 and m then
   local now = now_ms(redis.call('time'))
+  local slack = tonumber(string.match(ARGV[2], '^%S+ (%d+) '))
   if not live_readers(KEYS[1], now) or
-      tonumber(score) > now + readers_pttl(KEYS[1], now) + tonumber(ARGV[5]) then
+      tonumber(score) > now + readers_pttl(KEYS[1], now) + slack then
     marks()
-    wake(KEYS[2], m, ARGV[3], ARGV[2], ARGV[5])
+    wake_released(KEYS[2], m)
   end
 end
 return removed

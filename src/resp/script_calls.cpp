@@ -149,12 +149,24 @@ void append_acquire_wait(std::string& out, script_by by, std::string_view key,
                        decimal(mark.next_wait_ms).view()});
 }
 
+std::string release_wake(const register_keys& keys, std::string_view daemon_id, bool wakes,
+                         std::uint64_t slack_ms) {
+  std::string wake;
+  if (wakes)
+    wake.append(daemon_id)
+        .append(" ")
+        .append(decimal(slack_ms).view())
+        .append(" ")
+        .append(keys.wake);
+  return wake;
+}
+
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
                     const register_keys& keys, std::string_view marker, std::string_view daemon_id,
                     bool wakes, std::uint64_t slack_ms) {
   const auto [verb, body] = head(script::release, by);
-  append_command(out, {verb, body, "2", key, marker, owner, keys.wake, daemon_id, wakes ? "1" : "0",
-                       decimal(slack_ms).view()});
+  append_command(
+      out, {verb, body, "2", key, marker, owner, release_wake(keys, daemon_id, wakes, slack_ms)});
 }
 
 void append_unmark(std::string& out, script_by by, std::string_view marker, std::string_view key,

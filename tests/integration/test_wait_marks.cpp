@@ -41,7 +41,7 @@ redis_reply attempt(const redis_fleet& fleet, const std::string& daemon, const s
 redis_reply release(const redis_fleet& fleet, const std::string& owner, const std::string& daemon,
                     bool granted) {
   return eval(fleet, script::release, {"k", marker},
-              {owner, "redlockd:fence:wake", daemon, granted ? "1" : "0", "200"});
+              {owner, granted ? daemon + " 200 redlockd:fence:wake" : ""});
 }
 
 // A fence register, as a daemon seeds every master before it votes.

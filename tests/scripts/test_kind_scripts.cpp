@@ -82,7 +82,7 @@ redis_reply writer_waits(const master& m, const std::string& marker) {
 // The release of a granted shared hold of r through daemon d1.
 redis_reply release_reader(const master& m, const std::string& marker, const std::string& owner) {
   return m.eval(script::shared_release, {"r", marker},
-                {owner, "redlockd:fence:wake", "d1d1d1d1d1d1d1d1", "1", "200"});
+                {owner, "d1d1d1d1d1d1d1d1 200 redlockd:fence:wake"});
 }
 
 redis_reply permit(const master& m, const std::string& owner, long long ttl, int n, int first = 0,
@@ -96,7 +96,7 @@ redis_reply permit(const master& m, const std::string& owner, long long ttl, int
 // failed attempt whose slot is unknown.
 redis_reply permit_release(const master& m, const std::string& owner, const std::string& n = "") {
   return m.eval(script::permit_release, {"s permits", "redlockd:fence:waiting:s permits"},
-                {owner, "redlockd:fence:wake", "daemon", "1", "200", n});
+                {owner, "daemon 200 redlockd:fence:wake", n});
 }
 
 redis_reply multi_lock(const master& m, const std::string& owner,

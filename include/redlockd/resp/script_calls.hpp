@@ -64,6 +64,11 @@ void append_acquire_wait(std::string& out, script_by by, std::string_view key,
 // `marker`: wait_marker() of `key`; `daemon_id`: the releasing daemon's; `wakes`: the release of
 // a lock that was granted, which may wake other daemons' waiters (a failed attempt's never
 // does), giving their entries `slack_ms` more to try.
+// The scripts take the last three as one argument, release_wake: '<daemon id> <slack ms> <wake
+// channel>', or '' where the release wakes nobody (every argument costs a master about 1.5k
+// instructions per call, and the releases need these only where they find a wait mark).
+std::string release_wake(const register_keys& keys, std::string_view daemon_id, bool wakes,
+                         std::uint64_t slack_ms);
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
                     const register_keys& keys, std::string_view marker, std::string_view daemon_id,
                     bool wakes, std::uint64_t slack_ms);

@@ -11,7 +11,7 @@
 --
 -- Lua makes every function of a script anew at each call, so the helpers below are made by
 -- marks(), on first use: a call that finds no mark (the uncontended case) never makes them.
-local only_mine, scan, put, wake, sleeps_past, yielded_to, kept_ticket
+local only_mine, scan, put, wake, wake_released, sleeps_past, yielded_to, kept_ticket
 
 local function marks()
   if scan then return end
@@ -94,6 +94,13 @@ local function marks()
     if not woken then return end
     redis.call('set', mark, out, 'PX', last - now)
     redis.pcall('publish', channel, published or KEYS[1])
+  end
+
+  -- wake for the releases (release.lua's layout): ARGV[2] is the releasing daemon's
+  -- '<daemon id> <slack ms> <wake channel>'.
+  function wake_released(mark, m, published)
+    local id, slack, channel = string.match(ARGV[2], '^(%S+) (%d+) (.+)$')
+    wake(mark, m, id, channel, slack, published)
   end
 
   -- The ticket of the entry a grant keeps for the daemon's next waiter: after every head now
