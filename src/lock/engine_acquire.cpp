@@ -246,6 +246,11 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
                          cfg_.weakened.publish_on_cleanup || held_majority ? released::attempt_held
                                                                            : released::attempt,
                          {}, refused);
+  if (!op.lock.check_only && !held_majority && op.lock.took != 0)
+    // Its keys refused this daemon's waiters of other queues (a set's attempt, those waiting
+    // for its members; the simulator's seed 30119: they slept the key's TTL on free locks).
+    // The cleanup wakes nobody through the masters (issue 21's loop); here, a few times.
+    attempt_released(op.key, now_());
   if (another_n_in_force(static_cast<std::size_t>(std::popcount(op.lock.refused_for_n)),
                          node_count_))
     // Another n is in force for this semaphore: no wait makes the request right.
@@ -382,6 +387,37 @@ void lock_engine::lock_released(const std::string& key, clock_type::time_point w
       if (set != key)
         retry_head(set, when);
   }
+}
+
+void lock_engine::attempt_released(const std::string& key, clock_type::time_point now) {
+  const clock_type::time_point when = now + jitter(default_retry_ms);
+  const auto others_on = [&](const std::string& name) {
+    if (name != key)
+      retry_head_counted(name, when);
+    for (const std::string& set : sets_waiting_for(name))
+      if (set != key)
+        retry_head_counted(set, when);
+  };
+  if (key.find(member_separator) == std::string::npos) {
+    others_on(key);
+    return;
+  }
+  for (const std::string_view member : members_of(key))
+    others_on(std::string(member));
+}
+
+void lock_engine::retry_head_counted(const std::string& key, clock_type::time_point when) {
+  const auto head = queues_.head(key);
+  if (!head)
+    return;
+  operation& op = slots_[head->slot];
+  if (op.lock.split_retries >= max_split_retries)
+    return; // it sleeps its hint: no chain of failed attempts waking each other goes on
+  ++op.lock.split_retries;
+  if (op.phase == op_phase::waiting)
+    schedule_retry(head->slot, when);
+  else
+    op.lock.woken = true;
 }
 
 void lock_engine::retry_head(const std::string& key, clock_type::time_point when) {

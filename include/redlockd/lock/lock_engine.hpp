@@ -231,6 +231,12 @@ class lock_engine {
   // do the heads of the sets that wait for it, and for a set those of its members.
   void lock_released(const std::string& key, clock_type::time_point when);
   void retry_head(const std::string& key, clock_type::time_point when);
+  // An attempt on `key` that held no majority is being released (its cleanup is on its way):
+  // this daemon's heads of the other queues that wait for one of its lock keys (a set's members,
+  // the sets that hold one), which its keys may have refused, try again soon, counted as a
+  // split's retries are (a few per release seen: retry_after_split).
+  void attempt_released(const std::string& key, clock_type::time_point now);
+  void retry_head_counted(const std::string& key, clock_type::time_point when);
   // The queued sets that hold lock key `member`.
   std::vector<std::string> sets_waiting_for(const std::string& member) const;
   // A release of `key` published by a master: its head waiter tries now.

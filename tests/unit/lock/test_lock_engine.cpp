@@ -2270,6 +2270,44 @@ TEST_CASE("a waiter that leaves keeps the daemon's mark on a member another of i
   CHECK(args_of(last[0].bytes)[4] == "b");
 }
 
+TEST_CASE("a set attempt that failed on a minority wakes this daemon's waiters its keys may have "
+          "refused a few times per release",
+          "[engine][wake][sets]") {
+  // A set's waiter is its own queue: another set's attempt on a shared member refuses it as a
+  // holder would, and that attempt's cleanup wakes nobody through the masters (issue 21's loop).
+  // It slept the failed attempt's whole TTL on a free lock (simulator seed 30119; the hot MLOCK
+  // row of scripts/bench). Now it tries again soon, at most max_split_retries times per release.
+  fixture f;
+  auto waiter = std::make_shared<captured_replies>();
+  mlock_request waits;
+  waits.resources = {"b", "c"};
+  waits.ttl_ms = 10000;
+  waits.wait_ms = 8000;
+  f.engine.mlock(waits, waiter, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 5); // refused by another set's keys
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    mlock_request tries;
+    tries.resources = {"a", "b"};
+    tries.ttl_ms = 10000;
+    f.engine.mlock(tries, f.client, static_cast<std::uint64_t>(attempt) + 1);
+    f.answer(0, request_kind::acquire, granted(0)); // a split: held on two masters
+    f.answer(1, request_kind::acquire, granted(0));
+    for (std::size_t node = 2; node < 5; ++node)
+      f.answer(node, request_kind::acquire, refused(9000));
+    REQUIRE(f.client->lines.count(static_cast<std::uint64_t>(attempt) + 1) == 1);
+    CHECK(f.client->lines[static_cast<std::uint64_t>(attempt) + 1].starts_with("BUSY"));
+    f.nodes.sent.clear();
+    f.advance(21ms);
+    if (attempt < 3) {
+      REQUIRE(f.count_sent(request_kind::acquire) == 5); // tried again at once, not in 9 s
+      f.answer_all(request_kind::acquire, refused(9000), 5);
+    } else {
+      CHECK(f.count_sent(request_kind::acquire) == 0); // the fourth: it sleeps its hint
+    }
+  }
+  CHECK(waiter->lines.empty());
+}
+
 TEST_CASE("the next waiter takes the place a grant kept for it: the latest kept entry's ticket",
           "[engine][wake][fairness]") {
   // A grant with b behind keeps this daemon's entry on each granting master, ticketed after every
