@@ -23,9 +23,9 @@ constexpr std::uint64_t default_retry_ms = 20;
 
 void lock_engine::try_acquire(std::uint32_t slot) {
   operation& op = slots_[slot];
-  if (op.lock.queued && op.lock.ticket != 0 && now_() >= op.lock.wait_until) {
+  if (op.lock.queued && (op.lock.ticket != 0 || op.lock.deferred) && now_() >= op.lock.wait_until) {
     // Its wait ran out, but a socket handler (a wake-up) ran before the expiry timer in this
-    // loop turn: no attempt starts after the wait.
+    // loop turn: no attempt starts after the wait (a first one held back had its chance).
     wait_ran_out(slot);
     return;
   }
@@ -43,8 +43,60 @@ void lock_engine::try_acquire(std::uint32_t slot) {
     schedule_retry(slot, *until);
     return;
   }
+  const clock_type::time_point backstop = now_() + std::chrono::milliseconds(default_retry_ms);
+  if (op.lock.queued && op.hold_kind == lock_kind::multi && backstop < op.lock.wait_until &&
+      set_attempt_out(op)) {
+    // Waiting sets that share a member are queues of their own: their heads raced each other at
+    // every release, split the masters and retried (the hot MLOCK row of scripts/bench). It
+    // goes when that attempt is decided (retry_deferred), or in 20 ms at the latest; a wait
+    // that would run out before then tries now (WAIT 0 tries once).
+    op.enter(op_phase::waiting);
+    op.lock.deferred = true;
+    op.lock.retry_stamp = 0;
+    schedule_retry(slot, backstop);
+    return;
+  }
   new_attempt(op);
   begin_round(slot, op_phase::voting, traits_of(op.hold_kind).acquire_request);
+}
+
+bool lock_engine::set_attempt_out(const operation& op) const {
+  const std::vector<std::string_view> members = members_of(op.key);
+  bool out = false;
+  queues_.for_each_head([&](const std::string& key, const wait_queues::waiter& head) {
+    if (out || key == op.key || key.find(member_separator) == std::string::npos)
+      return;
+    const op_phase phase = slots_[head.slot].phase;
+    if (phase != op_phase::voting && phase != op_phase::fencing)
+      return;
+    for (const std::string_view member : members_of(key))
+      if (std::find(members.begin(), members.end(), member) != members.end()) {
+        out = true;
+        return;
+      }
+  });
+  return out;
+}
+
+void lock_engine::retry_deferred(const std::string& key) {
+  // Oldest request first (sets_waiting_for's order), a microsecond apart: deadlines due at the
+  // same time fire in no set order, and the first to go holds back those it overlaps.
+  std::vector<std::uint32_t> deferred;
+  for (const std::string_view member : members_of(key))
+    for (const std::string& set : sets_waiting_for(std::string(member))) {
+      const auto head = queues_.head(set);
+      if (set == key || !head)
+        continue;
+      const operation& other = slots_[head->slot];
+      if (other.lock.deferred && other.phase == op_phase::waiting &&
+          std::find(deferred.begin(), deferred.end(), head->slot) == deferred.end())
+        deferred.push_back(head->slot);
+    }
+  std::sort(deferred.begin(), deferred.end(), [this](std::uint32_t a, std::uint32_t b) {
+    return slots_[a].serial < slots_[b].serial;
+  });
+  for (std::size_t i = 0; i < deferred.size(); ++i)
+    schedule_retry(deferred[i], now_() + std::chrono::microseconds(i));
 }
 
 void lock_engine::new_attempt(operation& op) {
@@ -66,6 +118,7 @@ void lock_engine::new_attempt(operation& op) {
     op.lock.ticket = op.lock.fence.proposed();
   op.lock.retry_stamp = 0; // a retry still pending would be one attempt too many
   op.lock.woken = false;
+  op.lock.deferred = false;
 }
 
 void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
@@ -134,6 +187,8 @@ std::uint64_t lock_engine::propose_fence(bool& floored) {
 
 void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   operation& op = slots_[slot];
+  if (op.hold_kind == lock_kind::multi)
+    retry_deferred(op.key);    // refused, they are marked and sleep until its release wakes them
   health_.granting(op.ttl_ms); // a refused TTL never counts: only what a quorum granted
   const auto expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
   acquire_round_latency_.record(now_() - op.t0);
@@ -251,6 +306,8 @@ void lock_engine::lock_failed(std::uint32_t slot, std::string line) {
     // for its members; the simulator's seed 30119: they slept the key's TTL on free locks).
     // The cleanup wakes nobody through the masters (issue 21's loop); here, a few times.
     attempt_released(op.key, now_());
+  if (op.hold_kind == lock_kind::multi)
+    retry_deferred(op.key);
   if (another_n_in_force(static_cast<std::size_t>(std::popcount(op.lock.refused_for_n)),
                          node_count_))
     // Another n is in force for this semaphore: no wait makes the request right.
@@ -374,19 +431,25 @@ void lock_engine::schedule_retry(std::uint32_t slot, clock_type::time_point when
 
 void lock_engine::lock_released(const std::string& key, clock_type::time_point when) {
   retry_head(key, when);
+  // The sets that wait for it, oldest request first, a microsecond apart (as retry_deferred).
+  std::vector<std::string> sets;
   if (key.find(member_separator) == std::string::npos) {
-    for (const std::string& set : sets_waiting_for(key))
-      retry_head(set, when);
-    return;
+    sets = sets_waiting_for(key);
+  } else {
+    // A set: each member is free now, for its own waiters and for other sets that wait for it.
+    for (const std::string_view member : members_of(key)) {
+      const std::string name(member);
+      retry_head(name, when);
+      for (std::string& set : sets_waiting_for(name))
+        if (set != key && std::find(sets.begin(), sets.end(), set) == sets.end())
+          sets.push_back(std::move(set));
+    }
+    const auto age = [this](const std::string& set) { return queues_.head(set)->serial; };
+    std::sort(sets.begin(), sets.end(),
+              [&](const std::string& a, const std::string& b) { return age(a) < age(b); });
   }
-  // A set: each member is free now, for its own waiters and for other sets that wait for it.
-  for (const std::string_view member : members_of(key)) {
-    const std::string name(member);
-    retry_head(name, when);
-    for (const std::string& set : sets_waiting_for(name))
-      if (set != key)
-        retry_head(set, when);
-  }
+  for (std::size_t i = 0; i < sets.size(); ++i)
+    retry_head(sets[i], when + std::chrono::microseconds(i));
 }
 
 void lock_engine::attempt_released(const std::string& key, clock_type::time_point now) {
@@ -438,16 +501,28 @@ std::vector<std::string> lock_engine::sets_waiting_for(const std::string& member
   std::vector<std::string> out;
   if (set_waiters_ == 0)
     return out;
-  queues_.for_each_head([&](const std::string& key, const wait_queues::waiter&) {
+  std::vector<std::uint64_t> ages;
+  queues_.for_each_head([&](const std::string& key, const wait_queues::waiter& head) {
     if (key.find(member_separator) == std::string::npos)
       return;
     for (const std::string_view m : members_of(key))
       if (m == member) {
         out.push_back(key);
+        ages.push_back(head.serial);
         return;
       }
   });
-  return out;
+  // The oldest head first: the queues' own order would favour the same sets at every release.
+  std::vector<std::size_t> order(out.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return ages[a] < ages[b]; });
+  std::vector<std::string> sorted;
+  sorted.reserve(out.size());
+  for (const std::size_t i : order)
+    sorted.push_back(std::move(out[i]));
+  return sorted;
 }
 
 void lock_engine::on_released(std::string_view key) {

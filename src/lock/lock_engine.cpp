@@ -363,6 +363,7 @@ std::uint32_t lock_engine::allocate(op_kind kind, std::shared_ptr<reply_sink> si
   op.lock.queued = op.lock.keep = op.lock.keep_started = op.lock.woken = false;
   op.lock.retry_stamp = op.lock.ticket = 0;
   op.lock.split_retries = 0;
+  op.lock.deferred = false;
   op.lock.failed_generation = 0;
   op.lock.label.clear();
   op.lock.max_hold_ms = 0;

@@ -236,6 +236,11 @@ class lock_engine {
   // the sets that hold one), which its keys may have refused, try again soon, counted as a
   // split's retries are (a few per release seen: retry_after_split).
   void attempt_released(const std::string& key, clock_type::time_point now);
+  // Whether another queue's head of this daemon, a set sharing a member with waiting set `op`,
+  // has its attempt out: the two would split the masters, each refused by the other's keys.
+  bool set_attempt_out(const operation& op) const;
+  // A set's attempt on `key` was decided: the sets it held back (deferred) go now.
+  void retry_deferred(const std::string& key);
   void retry_head_counted(const std::string& key, clock_type::time_point when);
   // The queued sets that hold lock key `member`.
   std::vector<std::string> sets_waiting_for(const std::string& member) const;

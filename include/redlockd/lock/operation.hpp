@@ -31,7 +31,8 @@ enum class op_phase : std::uint8_t { idle, waiting, voting, fencing, draining };
 //   idle -> waiting                    a request arrives (allocate)
 //   waiting -> voting                  an attempt or round starts (a hand-over: the UNLOCK's
 //                                      and the waiter's)
-//   waiting -> waiting                 a lock-delayed WAIT waits on
+//   waiting -> waiting                 a lock-delayed WAIT waits on; a set held back while
+//                                      another set's attempt of this daemon is out
 //   waiting -> idle                    answered without a round (TOO_MANY, BUSY, timed out, gone)
 //   voting -> fencing                  granted, but the fence conflicts: another round
 //   fencing -> fencing                 that round conflicted again
@@ -77,6 +78,9 @@ struct acquisition {
   bool woken = false;
   // Attempts retried soon after a split vote since the last release seen (retry_after_split).
   unsigned split_retries = 0;
+  // A set's attempt held back while another of this daemon's set attempts sharing a member was
+  // out (lock_engine::set_attempt_out): it goes when that one is decided.
+  bool deferred = false;
   // The generation of its last failed attempt, while a late grant of it may still show a split
   // (lock_engine::late_grant; 0: none).
   std::uint32_t failed_generation = 0;
