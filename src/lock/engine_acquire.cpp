@@ -19,6 +19,16 @@ constexpr unsigned max_fence_rounds = 4;
 // A waiter refused without a hint (or because nodes are down) tries again after this long.
 constexpr std::uint64_t default_retry_ms = 20;
 
+// Whether queue `key` is a set holding one of the lock keys `members`.
+bool shares_member(const std::string& key, const std::vector<std::string_view>& members) {
+  if (key.find(member_separator) == std::string::npos)
+    return false;
+  for (const std::string_view member : members_of(key))
+    if (std::find(members.begin(), members.end(), member) != members.end())
+      return true;
+  return false;
+}
+
 } // namespace
 
 void lock_engine::try_acquire(std::uint32_t slot) {
@@ -43,60 +53,48 @@ void lock_engine::try_acquire(std::uint32_t slot) {
     schedule_retry(slot, *until);
     return;
   }
-  const clock_type::time_point backstop = now_() + std::chrono::milliseconds(default_retry_ms);
-  if (op.lock.queued && op.hold_kind == lock_kind::multi && backstop < op.lock.wait_until &&
-      set_attempt_out(op)) {
-    // Waiting sets that share a member are queues of their own: their heads raced each other at
-    // every release, split the masters and retried (the hot MLOCK row of scripts/bench). It
-    // goes when that attempt is decided (retry_deferred), or in 20 ms at the latest; a wait
-    // that would run out before then tries now (WAIT 0 tries once).
-    op.enter(op_phase::waiting);
-    op.lock.deferred = true;
-    op.lock.retry_stamp = 0;
-    schedule_retry(slot, backstop);
+  if (op.lock.queued && op.hold_kind == lock_kind::multi && held_back(slot))
     return;
-  }
   new_attempt(op);
   begin_round(slot, op_phase::voting, traits_of(op.hold_kind).acquire_request);
+}
+
+bool lock_engine::held_back(std::uint32_t slot) {
+  // Waiting sets that share a member are queues of their own: their heads raced each other at
+  // every release, split the masters and retried (the hot MLOCK row of scripts/bench). A set
+  // goes when the other's attempt is decided (retry_deferred), or in 20 ms at the latest; a
+  // wait that would run out before then tries now (WAIT 0 tries once).
+  operation& op = slots_[slot];
+  const clock_type::time_point backstop = now_() + std::chrono::milliseconds(default_retry_ms);
+  if (backstop >= op.lock.wait_until || !set_attempt_out(op))
+    return false;
+  op.enter(op_phase::waiting);
+  op.lock.deferred = true;
+  op.lock.retry_stamp = 0;
+  schedule_retry(slot, backstop);
+  return true;
 }
 
 bool lock_engine::set_attempt_out(const operation& op) const {
   const std::vector<std::string_view> members = members_of(op.key);
   bool out = false;
   queues_.for_each_head([&](const std::string& key, const wait_queues::waiter& head) {
-    if (out || key == op.key || key.find(member_separator) == std::string::npos)
-      return;
     const op_phase phase = slots_[head.slot].phase;
-    if (phase != op_phase::voting && phase != op_phase::fencing)
-      return;
-    for (const std::string_view member : members_of(key))
-      if (std::find(members.begin(), members.end(), member) != members.end()) {
-        out = true;
-        return;
-      }
+    if (!out && key != op.key && (phase == op_phase::voting || phase == op_phase::fencing))
+      out = shares_member(key, members);
   });
   return out;
 }
 
 void lock_engine::retry_deferred(const std::string& key) {
-  // Oldest request first (sets_waiting_for's order), a microsecond apart: deadlines due at the
-  // same time fire in no set order, and the first to go holds back those it overlaps.
-  std::vector<std::uint32_t> deferred;
-  for (const std::string_view member : members_of(key))
-    for (const std::string& set : sets_waiting_for(std::string(member))) {
-      const auto head = queues_.head(set);
-      if (set == key || !head)
-        continue;
-      const operation& other = slots_[head->slot];
-      if (other.lock.deferred && other.phase == op_phase::waiting &&
-          std::find(deferred.begin(), deferred.end(), head->slot) == deferred.end())
-        deferred.push_back(head->slot);
-    }
-  std::sort(deferred.begin(), deferred.end(), [this](std::uint32_t a, std::uint32_t b) {
-    return slots_[a].serial < slots_[b].serial;
-  });
-  for (std::size_t i = 0; i < deferred.size(); ++i)
-    schedule_retry(deferred[i], now_() + std::chrono::microseconds(i));
+  // Oldest request first (sets_sharing's order), a microsecond apart: deadlines due at the same
+  // time fire in no set order, and the first to go holds back those it overlaps.
+  std::size_t i = 0;
+  for (const std::string& set : sets_sharing(key)) {
+    const std::uint32_t slot = queues_.head(set)->slot;
+    if (slots_[slot].lock.deferred && slots_[slot].phase == op_phase::waiting)
+      schedule_retry(slot, now_() + std::chrono::microseconds(i++));
+  }
 }
 
 void lock_engine::new_attempt(operation& op) {
@@ -392,7 +390,7 @@ void lock_engine::unmark(const std::string& key) {
   std::string command;
   for (const std::string_view member : members_of(key)) {
     const std::string name(member);
-    if (queues_.waiting_on(name) > 0 || !sets_waiting_for(name).empty())
+    if (queues_.waiting_on(name) > 0 || !sets_sharing(name).empty())
       continue;
     command.clear();
     append_unmark(command, script_by::sha, wait_marker(marker_, keys_, member), member, daemon_id_,
@@ -431,42 +429,23 @@ void lock_engine::schedule_retry(std::uint32_t slot, clock_type::time_point when
 
 void lock_engine::lock_released(const std::string& key, clock_type::time_point when) {
   retry_head(key, when);
-  // The sets that wait for it, oldest request first, a microsecond apart (as retry_deferred).
-  std::vector<std::string> sets;
-  if (key.find(member_separator) == std::string::npos) {
-    sets = sets_waiting_for(key);
-  } else {
+  if (key.find(member_separator) != std::string::npos)
     // A set: each member is free now, for its own waiters and for other sets that wait for it.
-    for (const std::string_view member : members_of(key)) {
-      const std::string name(member);
-      retry_head(name, when);
-      for (std::string& set : sets_waiting_for(name))
-        if (set != key && std::find(sets.begin(), sets.end(), set) == sets.end())
-          sets.push_back(std::move(set));
-    }
-    const auto age = [this](const std::string& set) { return queues_.head(set)->serial; };
-    std::sort(sets.begin(), sets.end(),
-              [&](const std::string& a, const std::string& b) { return age(a) < age(b); });
-  }
-  for (std::size_t i = 0; i < sets.size(); ++i)
-    retry_head(sets[i], when + std::chrono::microseconds(i));
+    for (const std::string_view member : members_of(key))
+      retry_head(std::string(member), when);
+  // The sets that wait for it, oldest request first, a microsecond apart (as retry_deferred).
+  std::size_t i = 0;
+  for (const std::string& set : sets_sharing(key))
+    retry_head(set, when + std::chrono::microseconds(i++));
 }
 
 void lock_engine::attempt_released(const std::string& key, clock_type::time_point now) {
   const clock_type::time_point when = now + jitter(default_retry_ms);
-  const auto others_on = [&](const std::string& name) {
-    if (name != key)
-      retry_head_counted(name, when);
-    for (const std::string& set : sets_waiting_for(name))
-      if (set != key)
-        retry_head_counted(set, when);
-  };
-  if (key.find(member_separator) == std::string::npos) {
-    others_on(key);
-    return;
-  }
-  for (const std::string_view member : members_of(key))
-    others_on(std::string(member));
+  if (key.find(member_separator) != std::string::npos)
+    for (const std::string_view member : members_of(key))
+      retry_head_counted(std::string(member), when);
+  for (const std::string& set : sets_sharing(key))
+    retry_head_counted(set, when);
 }
 
 void lock_engine::retry_head_counted(const std::string& key, clock_type::time_point when) {
@@ -495,40 +474,30 @@ void lock_engine::retry_head(const std::string& key, clock_type::time_point when
     op.lock.woken = true; // its attempt may have been refused by the holder that just left
 }
 
-std::vector<std::string> lock_engine::sets_waiting_for(const std::string& member) const {
+std::vector<std::string> lock_engine::sets_sharing(const std::string& key) const {
   // Sets have no index by member: their queues are looked through, and only while some set
-  // waits at all.
-  std::vector<std::string> out;
+  // waits at all. The oldest head first: the queues' own order would favour the same sets at
+  // every release.
   if (set_waiters_ == 0)
-    return out;
-  std::vector<std::uint64_t> ages;
-  queues_.for_each_head([&](const std::string& key, const wait_queues::waiter& head) {
-    if (key.find(member_separator) == std::string::npos)
-      return;
-    for (const std::string_view m : members_of(key))
-      if (m == member) {
-        out.push_back(key);
-        ages.push_back(head.serial);
-        return;
-      }
+    return {};
+  const std::vector<std::string_view> members = members_of(key);
+  std::vector<std::pair<std::uint64_t, std::string>> found;
+  queues_.for_each_head([&](const std::string& set, const wait_queues::waiter& head) {
+    if (set != key && shares_member(set, members))
+      found.emplace_back(head.serial, set);
   });
-  // The oldest head first: the queues' own order would favour the same sets at every release.
-  std::vector<std::size_t> order(out.size());
-  for (std::size_t i = 0; i < order.size(); ++i)
-    order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return ages[a] < ages[b]; });
-  std::vector<std::string> sorted;
-  sorted.reserve(out.size());
-  for (const std::size_t i : order)
-    sorted.push_back(std::move(out[i]));
-  return sorted;
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  out.reserve(found.size());
+  for (auto& [serial, set] : found)
+    out.push_back(std::move(set));
+  return out;
 }
 
 void lock_engine::on_released(std::string_view key) {
   wake_key_.assign(key);
   wake_released(wake_key_);
-  for (const std::string& set : sets_waiting_for(wake_key_))
+  for (const std::string& set : sets_sharing(wake_key_))
     wake_released(set);
 }
 

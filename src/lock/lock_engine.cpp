@@ -31,12 +31,13 @@ lock_engine::lock_engine(const config& cfg, node_io& io, std::shared_ptr<spdlog:
     : cfg_(cfg), io_(io), log_(std::move(log)), now_(std::move(now)), node_count_(cfg.nodes.size()),
       keys_(cfg.fence_key), owners_(random), daemon_id_(view(owners_.next()).substr(0, 16)),
       mark_slack_ms_(2 * std::uint64_t{cfg.node_timeout_ms} + 100),
+      release_wake_(release_wake(keys_, daemon_id_, true, mark_slack_ms_)),
       health_(cfg, io, *log_, now_, fences_, counters_, keys_, daemon_id_,
               [this](clock_type::time_point when, std::uint32_t node, std::uint64_t stamp) {
                 add_deadline(when, node, stamp, timer_kind::node);
               }),
       leases_(cfg.lock_delay_ms, now_),
-      cleanups_(io, cfg.nodes.size(), keys_, daemon_id_, mark_slack_ms_,
+      cleanups_(io, cfg.nodes.size(), keys_, release_wake_,
                 [this](std::uint32_t masters, std::string_view key) { key_lost(masters, key); }),
       random_(jitter_seed(random)) {}
 
@@ -477,8 +478,7 @@ void lock_engine::format_round(const operation& op, request_kind kind, script_by
     break;
   }
   case request_kind::release:
-    row.write_release(command_, by, op.hold(), keys_,
-                      {owner, daemon_id_, true, mark_slack_ms_, false}, marker_);
+    row.write_release(command_, by, op.hold(), keys_, {owner, release_wake_, false}, marker_);
     break;
   case request_kind::extend:
     row.write_extend(command_, by, op.hold(), keys_, owner, op.ttl_ms);

@@ -38,8 +38,7 @@ void exclusive_acquire(std::string& out, script_by by, const hold_target& hold,
 
 void exclusive_release(std::string& out, script_by by, const hold_target& hold,
                        const register_keys& keys, const release_call& call, std::string& scratch) {
-  append_release(out, by, hold.name, call.owner, keys, wait_marker(scratch, keys, hold.name),
-                 call.daemon_id, call.wakes, call.slack_ms);
+  append_release(out, by, hold.name, call.owner, wait_marker(scratch, keys, hold.name), call.wake);
 }
 
 void exclusive_extend(std::string& out, script_by by, const hold_target& hold,
@@ -107,9 +106,8 @@ void append_marked_release(std::string& out, script s, script_by by, const hold_
                            const register_keys& keys, const release_call& call,
                            std::string_view extra, std::string& scratch) {
   const auto [verb, body] = head(s, by);
-  append_command(out,
-                 {verb, body, "2", hold.name, wait_marker(scratch, keys, hold.name), call.owner,
-                  release_wake(keys, call.daemon_id, call.wakes, call.slack_ms), extra});
+  append_command(out, {verb, body, "2", hold.name, wait_marker(scratch, keys, hold.name),
+                       call.owner, call.wake, extra});
 }
 
 void shared_release(std::string& out, script_by by, const hold_target& hold,
@@ -174,10 +172,9 @@ void multi_release(std::string& out, script_by by, const hold_target& hold,
   const auto [verb, body] = head(script::multi_release, by);
   const std::vector<std::string_view> members = members_of(hold.name);
   const decimal count(members.size());
-  const std::string wake = release_wake(keys, call.daemon_id, call.wakes, call.slack_ms);
   std::vector<std::string_view> args{verb, body, count.view()};
   args.insert(args.end(), members.begin(), members.end());
-  args.insert(args.end(), {call.owner, wake, keys.waiting});
+  args.insert(args.end(), {call.owner, call.wake, keys.waiting});
   append_command(out, args);
 }
 

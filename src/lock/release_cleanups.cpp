@@ -63,9 +63,7 @@ void release_cleanups::format(std::uint32_t index, script_by by) {
   const entry& e = entries_[index];
   release_call call;
   call.owner = view(e.owner);
-  call.daemon_id = daemon_id_;
-  call.wakes = e.what != released::attempt;
-  call.slack_ms = slack_ms_;
+  call.wake = e.what != released::attempt ? wake_ : std::string_view();
   call.attempt = e.what != released::lock;
   traits_of(e.kind).write_release(command_, by, {e.kind, e.key, e.permits}, keys_, call, scratch_);
 }

@@ -162,11 +162,9 @@ std::string release_wake(const register_keys& keys, std::string_view daemon_id, 
 }
 
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
-                    const register_keys& keys, std::string_view marker, std::string_view daemon_id,
-                    bool wakes, std::uint64_t slack_ms) {
+                    std::string_view marker, std::string_view wake) {
   const auto [verb, body] = head(script::release, by);
-  append_command(
-      out, {verb, body, "2", key, marker, owner, release_wake(keys, daemon_id, wakes, slack_ms)});
+  append_command(out, {verb, body, "2", key, marker, owner, wake});
 }
 
 void append_unmark(std::string& out, script_by by, std::string_view marker, std::string_view key,

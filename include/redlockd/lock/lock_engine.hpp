@@ -236,14 +236,18 @@ class lock_engine {
   // the sets that hold one), which its keys may have refused, try again soon, counted as a
   // split's retries are (a few per release seen: retry_after_split).
   void attempt_released(const std::string& key, clock_type::time_point now);
+  // Holds back waiting set `slot` while set_attempt_out (true), to try when that attempt is
+  // decided (retry_deferred) or in 20 ms.
+  bool held_back(std::uint32_t slot);
   // Whether another queue's head of this daemon, a set sharing a member with waiting set `op`,
   // has its attempt out: the two would split the masters, each refused by the other's keys.
   bool set_attempt_out(const operation& op) const;
   // A set's attempt on `key` was decided: the sets it held back (deferred) go now.
   void retry_deferred(const std::string& key);
   void retry_head_counted(const std::string& key, clock_type::time_point when);
-  // The queued sets that hold lock key `member`.
-  std::vector<std::string> sets_waiting_for(const std::string& member) const;
+  // The queued sets other than `key` that hold lock key `key` or, where `key` is a set, one of
+  // its members: oldest request first.
+  std::vector<std::string> sets_sharing(const std::string& key) const;
   // A release of `key` published by a master: its head waiter tries now.
   void wake_released(const std::string& key);
   std::chrono::milliseconds jitter(std::uint64_t up_to_ms);
@@ -277,6 +281,8 @@ class lock_engine {
   // How long past a waiter's next try its wait-marker entry counts, and how long a woken
   // daemon's entry still counts after a release: time to try (2 node timeouts and 100 ms).
   std::uint64_t mark_slack_ms_;
+  // What this daemon's releases of granted holds pass the scripts (release_wake), made once.
+  std::string release_wake_;
   engine_counters counters_;
   latency_histogram acquire_latency_;
   latency_histogram acquire_round_latency_;

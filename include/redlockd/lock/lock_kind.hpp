@@ -58,13 +58,12 @@ struct acquire_call {
   bool check_only = false;
 };
 
-// A release's arguments: `wakes` for a hold that was granted (see release.lua); `attempt` for a
-// failed attempt whose permit slot on a master is unknown (any slot of that attempt goes).
+// A release's arguments: `wake`, the daemon's release_wake for a hold that was granted, '' for
+// an attempt that never was (see release.lua); `attempt` for a failed attempt whose permit slot
+// on a master is unknown (any slot of that attempt goes).
 struct release_call {
   std::string_view owner;
-  std::string_view daemon_id;
-  bool wakes = false;
-  std::uint64_t slack_ms = 0;
+  std::string_view wake;
   bool attempt = false;
 };
 

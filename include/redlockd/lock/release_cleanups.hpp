@@ -34,12 +34,10 @@ class release_cleanups {
   // Called with the masters a release found without the key of a lock that was still valid.
   using key_lost_function = std::function<void(std::uint32_t masters, std::string_view key)>;
 
-  // `daemon_id`: the engine's, for the releases' wait-marker check; `slack_ms`: what a woken
-  // daemon's entry keeps (see the release script).
-  release_cleanups(node_io& io, std::size_t nodes, const register_keys& keys,
-                   const std::string& daemon_id, std::uint64_t slack_ms, key_lost_function key_lost)
-      : io_(io), node_count_(nodes), keys_(keys), daemon_id_(daemon_id), slack_ms_(slack_ms),
-        key_lost_(std::move(key_lost)) {}
+  // `wake`: the engine's release_wake, which the releases of granted holds pass (release.lua).
+  release_cleanups(node_io& io, std::size_t nodes, const register_keys& keys, std::string_view wake,
+                   key_lost_function key_lost)
+      : io_(io), node_count_(nodes), keys_(keys), wake_(wake), key_lost_(std::move(key_lost)) {}
 
   // Releases (key, owner) on every master but those in `spared` (masters that answered that they
   // did not set it), also those that did not answer (their SET may have happened after all).
@@ -80,8 +78,7 @@ class release_cleanups {
   node_io& io_;
   std::size_t node_count_;
   const register_keys& keys_;
-  const std::string& daemon_id_;
-  std::uint64_t slack_ms_;
+  std::string_view wake_;
   key_lost_function key_lost_;
   std::vector<entry> entries_;
   std::vector<std::uint32_t> free_;

@@ -61,17 +61,16 @@ void append_acquire(std::string& out, script_by by, std::string_view key, const 
 void append_acquire_wait(std::string& out, script_by by, std::string_view key,
                          const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
                          std::uint64_t proposal, const wait_mark& mark);
-// `marker`: wait_marker() of `key`; `daemon_id`: the releasing daemon's; `wakes`: the release of
-// a lock that was granted, which may wake other daemons' waiters (a failed attempt's never
-// does), giving their entries `slack_ms` more to try.
-// The scripts take the last three as one argument, release_wake: '<daemon id> <slack ms> <wake
-// channel>', or '' where the release wakes nobody (every argument costs a master about 1.5k
-// instructions per call, and the releases need these only where they find a wait mark).
+// What a release passes the scripts so that it may wake other daemons' waiters: the releasing
+// daemon's id, the slack their entries get to try, and the wake channel, as one argument
+// '<daemon id> <slack ms> <wake channel>' (every argument costs a master about 1.5k
+// instructions per call, and the releases need these only where they find a wait mark); ''
+// where `wakes` is false: a failed attempt's release wakes nobody. A daemon makes it once.
 std::string release_wake(const register_keys& keys, std::string_view daemon_id, bool wakes,
                          std::uint64_t slack_ms);
+// `marker`: wait_marker() of `key`; `wake`: release_wake's text.
 void append_release(std::string& out, script_by by, std::string_view key, std::string_view owner,
-                    const register_keys& keys, std::string_view marker, std::string_view daemon_id,
-                    bool wakes, std::uint64_t slack_ms);
+                    std::string_view marker, std::string_view wake);
 // A daemon's entry out of a wait marker, and its writers' intent off lock `key` (waking, on
 // `wake_channel`, the other daemons' heads it held back): all its waiters for that lock left
 // without it.

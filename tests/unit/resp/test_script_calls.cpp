@@ -50,13 +50,15 @@ TEST_CASE("script calls carry their keys and arguments, by SHA or by source", "[
   std::string marker;
   CHECK(wait_marker(marker, keys, "lock:r") == "redlockd:fence:waiting:lock:r");
   std::string by_source;
-  append_release(by_source, script_by::source, "lock:r", "o1", keys, marker, "d1", true, 200);
+  append_release(by_source, script_by::source, "lock:r", "o1", marker,
+                 release_wake(keys, "d1", true, 200));
   expected.clear();
   append_command(expected, {"EVAL", script_source(script::release), "2", "lock:r",
                             "redlockd:fence:waiting:lock:r", "o1", "d1 200 redlockd:fence:wake"});
   CHECK(by_source == expected);
   std::string attempt; // the release of an attempt that was never granted wakes nobody
-  append_release(attempt, script_by::sha, "lock:r", "o1", keys, marker, "d1", false, 200);
+  append_release(attempt, script_by::sha, "lock:r", "o1", marker,
+                 release_wake(keys, "d1", false, 200));
   CHECK(attempt.ends_with("$2\r\no1\r\n$0\r\n\r\n"));
 
   std::string unmark;
