@@ -75,11 +75,15 @@ OWNER = "%040x"
 DAEMON = "abc1"
 OTHER = "def2"
 WAKE = DAEMON + " 200 ch"  # a granted lock's release: '<daemon id> <slack ms> <channel>'
+M = "F:max_ttl"  # the longest-TTL record: the fence key's name and ':max_ttl'
 CAD = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 
-def scenarios(script):
-    """(name, what, set-up commands for call i, the measured command for call i)."""
+def scenarios(script, acquire_keys):
+    """(name, what, set-up commands for call i, the measured command for call i).
+
+    acquire_keys: the registers acquire.lua is given after the lock key (older builds take the
+    longest-TTL record's key too; newer ones make it from the fence key's name)."""
     far = 99999999999999  # an until far in the future: the entry stays live
     rows = []
     rows.append(("floor: SET NX PX", "a plain Redlock client's acquire on one master",
@@ -89,8 +93,8 @@ def scenarios(script):
                  lambda i: ("evalsha", script("cad"), 1, "k%d" % i, OWNER % i)))
     rows.append(("acquire", "LOCK on a free key: grant, fence, longest TTL",
                  lambda i: [],
-                 lambda i: ("evalsha", script("acquire"), 3, "k%d" % i, "F", "M", OWNER % i, 10000,
-                            1000 + i)))
+                 lambda i: ("evalsha", script("acquire"), 1 + len(acquire_keys), "k%d" % i,
+                            *acquire_keys, OWNER % i, 10000, 1000 + i)))
     rows.append(("release", "UNLOCK, no wait mark",
                  lambda i: [("set", "k%d" % i, OWNER % i, "PX", 10000)],
                  lambda i: ("evalsha", script("release"), 2, "k%d" % i, "W%d" % i, OWNER % i,
@@ -105,14 +109,14 @@ def scenarios(script):
     rows.append(("hand_over", "UNLOCK to this daemon's head, a next waiter queued",
                  lambda i: [("set", "k%d" % i, OWNER % i, "PX", 10000),
                             ("set", "W%d" % i, "%s 5 %d;" % (DAEMON, far), "PX", 10000)],
-                 lambda i: ("evalsha", script("hand_over"), 4, "k%d" % i, "F", "M", "W%d" % i,
+                 lambda i: ("evalsha", script("hand_over"), 4, "k%d" % i, "F", M, "W%d" % i,
                             OWNER % (i + 1 << 20), 10000, 1000 + i, 9000, DAEMON, 5, 200,
                             OWNER % i, "ch", 9000)))
     # A head refused by the holder while another daemon's younger head is marked too.
     rows.append(("acquire_wait", "a head refused, another daemon's head marked",
                  lambda i: [("set", "k%d" % i, OWNER % i, "PX", 10000),
                             ("set", "W%d" % i, "%s 9 %d;" % (OTHER, far), "PX", 10000)],
-                 lambda i: ("evalsha", script("acquire_wait"), 4, "k%d" % i, "F", "M", "W%d" % i,
+                 lambda i: ("evalsha", script("acquire_wait"), 4, "k%d" % i, "F", M, "W%d" % i,
                             OWNER % (i + 1 << 20), 10000, 1000 + i, 9000, DAEMON, 5, 200, 0)))
     return rows
 
@@ -172,7 +176,8 @@ def measure(server, generated, calls):
     conn.command("script", "flush")
     shas = {name: conn.command("script", "load", text).decode() for name, text in texts.items()}
     out = []
-    for name, what, setup, call in scenarios(lambda n: shas[n]):
+    acquire_keys = ("F", M) if "KEYS[3]" in texts["acquire"] else ("F",)
+    for name, what, setup, call in scenarios(lambda n: shas[n], acquire_keys):
         def run(with_call, base):
             conn.command("flushall")
             conn.command("set", "F", "1")  # the fence register every master a daemon uses holds

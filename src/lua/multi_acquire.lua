@@ -15,7 +15,7 @@ local label = ARGV[waiting and 9 or 4]
 local members = {unpack(KEYS, 3)}
 local function try(t)
   return grant_by(t, function()
-    return multi_acquire(members, value_of(ARGV[1], label), ARGV[2], now_ms(t))
+    return multi_acquire(members, value_of(ARGV[1], label), ARGV[2])
   end, 1, 2)
 end
 local t = redis.call('time')

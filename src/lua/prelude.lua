@@ -84,32 +84,22 @@ end
 
 -- The exclusive lock's grant (KEYS: lock key, fence key, max-TTL key; ARGV: the value (owner,
 -- or owner ' ' label), ttl ms, proposed token): SET NX PX (SET PX when `replace`: the key is a
--- releasing owner's, handed over), refused while the key is held or live readers hold it.
--- Answers as grant_by does. It is every LOCK's step, so it is written out rather than made of
--- grant_by, live_readers, readers_pttl, lost_data and now_ms: a master makes each function a
--- script's text holds anew at every call, about 0.5k-1k instructions each, and the step cost
--- 7k more that way (bench/script_cost.py). Without a reader set the other kinds cost it one
--- PTTL; with one, the score of the reader that ends last says both whether a reader is live
--- (due exactly now still counts, as in live_readers) and how long the readers keep the lock.
--- acquire.lua, the try-lock's attempt, writes this step out once more without any function; a
--- change here goes there too (the script test "acquire decides as acquire_wait's grant does"
--- compares the two).
+-- releasing owner's, handed over), refused while the key is held: by an exclusive holder, or by
+-- live readers, whose guard it then is (lib/readers.lua). Answers as grant_by does. It is every
+-- LOCK's step, so it is written out rather than made of grant_by and lost_data: a master makes
+-- each function a script's text holds anew at every call, about 0.5k-1k instructions each
+-- (bench/script_cost.py). acquire.lua, the try-lock's attempt, writes this step out once more
+-- without any function; a change here goes there too (the script test "acquire decides as
+-- acquire_wait's grant does" compares the two).
 local function grant(t, replace)
   local c = fence_of(2)
   if not c then return {-2, 0, t[1], t[2]} end
-  local key = KEYS[1]
-  local readers = key .. ' readers'
-  if redis.call('pttl', readers) ~= -2 then
-    local now = t[1] * 1000 + math.floor(t[2] / 1000)
-    local top = redis.call('zrevrange', readers, 0, 0, 'withscores')
-    if top[2] and tonumber(top[2]) >= now then return nil, tonumber(top[2]) - now end
-  end
   local set
   if replace then
-    set = redis.call('set', key, ARGV[1], 'PX', ARGV[2])
+    set = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   else
-    set = redis.call('set', key, ARGV[1], 'NX', 'PX', ARGV[2])
+    set = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
   end
-  if not set then return nil, redis.call('pttl', key) end
+  if not set then return nil, redis.call('pttl', KEYS[1]) end
   return record_grant(t, c, 2, 3)
 end

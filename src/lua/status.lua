@@ -1,6 +1,7 @@
+--#include readers
 -- status: STATUS's read on one master. KEYS: lock key K.
--- {PTTL of what refuses an exclusive LOCK (-2 nothing, -1 no expiry, else ms left: the key's,
--- or without a key its live shared holders'), the hold's label ('' if none: what follows the
+-- {PTTL of what refuses an exclusive LOCK (-2 nothing, -1 no expiry, else ms left: the
+-- exclusive holder's key's, or its live shared holders'), the hold's label ('' if none: what follows the
 -- owner and a space in the value; of shared holders, the longest-lived one's), live shared holders, permits in use of the semaphore K, its
 -- n (0: none)}. The owners never leave the master. (GET by pcall: a key of another type is
 -- held with no label; TYPE would need one more command in the ACL.)
@@ -10,7 +11,11 @@ local p = redis.call('pttl', key)
 local label = ''
 if p ~= -2 then
   local v = redis.pcall('get', key)
-  if type(v) == 'string' then label = string.sub(v, 42) end
+  if is_readers_guard(v) then
+    p = -2 -- the readers' guard: the readers below say who holds it
+  elseif type(v) == 'string' then
+    label = string.sub(v, 42)
+  end
 end
 local readers = 0
 if redis.call('pttl', key .. ' readers') ~= -2 then

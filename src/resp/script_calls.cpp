@@ -133,8 +133,9 @@ list_step_reply decode_list_step(const redisReply& reply) {
 void append_acquire(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                     std::string_view owner, std::uint64_t ttl_ms, std::uint64_t proposal) {
   const auto [verb, body] = head(script::acquire, by);
-  append_command(out, {verb, body, "3", key, keys.fence, keys.max_ttl, owner,
-                       decimal(ttl_ms).view(), decimal(proposal).view()});
+  // (The longest-TTL record's key, keys.max_ttl, the script makes from the fence key's name.)
+  append_command(out, {verb, body, "2", key, keys.fence, owner, decimal(ttl_ms).view(),
+                       decimal(proposal).view()});
 }
 
 void append_acquire_wait(std::string& out, script_by by, std::string_view key,

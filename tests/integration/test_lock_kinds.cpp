@@ -51,7 +51,8 @@ std::string owner_slot(const std::string& owner) {
 
 } // namespace
 
-TEST_CASE("shared holders share, and an exclusive lock excludes them and is excluded by them",
+TEST_CASE("shared holders share, and an exclusive lock, redlockd's or a standard Redlock "
+          "client's, excludes them and is excluded by them",
           "[integration][kinds]") {
   fleet_and_daemon env;
   line_client a = env.client();
@@ -65,6 +66,9 @@ TEST_CASE("shared holders share, and an exclusive lock excludes them and is excl
   const std::string busy = a.request("LOCK doc 1000");
   REQUIRE(starts_with(busy, "BUSY "));
   CHECK(std::stoll(busy.substr(5)) > 25000);
+  // So is a standard Redlock client: the readers' guard holds the key on every master.
+  for (std::size_t i = 0; i < env.fleet.size(); ++i)
+    CHECK_FALSE(env.fleet.set_nx_px(i, "doc", "standard-client", 5000));
   CHECK(starts_with(a.request("STATUS doc"), "OK HELD "));
   CHECK(a.request("STATUS doc").find(" readers=2") != std::string::npos);
   CHECK(starts_with(a.request("EXTEND doc " + r1.owner + " 40000"), "OK "));

@@ -124,7 +124,9 @@ TEST_CASE("shared holds share, raise the fence and the longest TTL, and keep lab
   CHECK(m.run({"HGET", "r labels", reader_a}).str == "web-1:42");
   CHECK(m.run({"HEXISTS", "r labels", reader_b}).integer == 0);
   CHECK(m.get(max_ttl) == "8000"); // a max-register: 1000 does not lower it
-  CHECK(m.get("r") == "(nil)");    // a shared hold never touches the exclusive key
+  // A shared hold's key holds no owner: it is the readers' guard, until the last reader ends.
+  CHECK(m.get("r") == "redlockd:readers");
+  CHECK(m.pttl("r") > 7000);
 }
 
 TEST_CASE("a shorter reader never shortens the set another reader relies on (R2)",
@@ -170,10 +172,10 @@ TEST_CASE("an exclusive grant is refused by live readers, and a waiting writer l
   master m;
   shared_lock(m, reader_a, 4000);
   // A try-lock: refused, with the readers' time left as the hint; no intent left behind.
-  const auto plain = m.eval(script::acquire, {"r", fence, max_ttl}, {"writer-1", "5000", "7"});
+  const auto plain = m.eval(script::acquire, {"r", fence}, {"writer-1", "5000", "7"});
   CHECK(field(plain, 0) == 0);
   CHECK(field(plain, 1) > 3000);
-  CHECK(m.get("r") == "(nil)");
+  CHECK(m.get("r") == "redlockd:readers");
   CHECK(m.pttl("r write-intent") == -2);
   // A LOCK ... WAIT's attempt: refused, and its intent lives as long as it still waits.
   const std::string marker = "redlockd:fence:waiting:r";
@@ -187,30 +189,56 @@ TEST_CASE("an exclusive grant is refused by live readers, and a waiting writer l
   CHECK(field(shared_lock(m, reader_b, 1000), 0) == 0);
   CHECK(m.run({"ZSCORE", "r readers", reader_a}).type == redis_reply::kind::string);
   // The last reader leaves: the writer is granted and takes its intent out.
-  m.run({"ZREM", "r readers", reader_a});
+  CHECK(m.eval(script::shared_release, {"r", marker}, {reader_a, ""}).integer == 1);
   CHECK(field(waiting("writer-2"), 0) == 1);
   CHECK(m.get("r") == "writer-2");
   CHECK(m.pttl("r write-intent") == -2);
 }
 
-TEST_CASE("an exclusive grant is refused for the time its readers have left, not their set's, "
-          "and goes through a set whose readers' time has passed",
+TEST_CASE("readers hold the lock key as their guard: an exclusive SET NX, a LOCK's or a standard "
+          "Redlock client's, is refused for the time the readers have left, and goes through once "
+          "they are gone",
           "[scripts][shared]") {
   master m;
-  // The set outlives its members where a longer reader left first (the set keeps its TTL).
-  const long long now = m.now_ms();
-  m.run({"ZADD", "r readers", std::to_string(now + 60000), reader_a});
-  m.run({"PEXPIRE", "r readers", "120000"});
   const auto attempt = [&](const char* owner) {
-    return m.eval(script::acquire, {"r", fence, max_ttl}, {owner, "5000", "7"});
+    return m.eval(script::acquire, {"r", fence}, {owner, "5000", "7"});
   };
-  const auto refused = attempt("writer-1");
+  REQUIRE(field(shared_lock(m, reader_a, 60000), 0) == 1);
+  REQUIRE(field(shared_lock(m, reader_b, 300), 0) == 1);
+  CHECK(m.get("r") == "redlockd:readers");
+  CHECK(m.pttl("r") > 59000); // the reader that ends last
+  CHECK_FALSE(m.fleet.set_nx_px(0, "r", "standard-client", 5000));
+  auto refused = attempt("writer-1");
   CHECK(field(refused, 0) == 0);
-  CHECK(field(refused, 1) > 50000); // the readers' time left, not the set's
-  CHECK(field(refused, 1) <= 60000);
-  m.run({"ZADD", "r readers", std::to_string(now - 5), reader_a});
-  CHECK(field(attempt("writer-2"), 0) == 1);
-  CHECK(m.get("r") == "writer-2");
+  CHECK(field(refused, 1) > 50000);
+  // The reader that ends last leaves: the guard follows the one left, not the set's TTL.
+  CHECK(m.eval(script::shared_release, {"r", "redlockd:fence:waiting:r"}, {reader_a, ""}).integer ==
+        1);
+  CHECK(m.pttl("r readers") > 59000);
+  refused = attempt("writer-2");
+  CHECK(field(refused, 0) == 0);
+  CHECK(field(refused, 1) <= 300);
+  // An extension moves the guard with it; the last reader's time passes: the writer gets in.
+  CHECK(field(m.eval(script::shared_extend, {"r", max_ttl}, {reader_b, "400"}), 0) == 1);
+  CHECK(m.pttl("r") > 300);
+  std::this_thread::sleep_for(450ms);
+  CHECK(field(attempt("writer-3"), 0) == 1);
+  CHECK(m.get("r") == "writer-3");
+  // A reader's release after its time leaves the writer's key alone.
+  m.eval(script::shared_release, {"r", "redlockd:fence:waiting:r"}, {reader_b, ""});
+  CHECK(m.get("r") == "writer-3");
+  // A reader is not refused by the guard of other readers, and STATUS sees readers, not a holder.
+  REQUIRE(field(shared_lock(m, reader_a, 5000, "", "s"), 0) == 1);
+  REQUIRE(field(shared_lock(m, reader_b, 8000, "reporting", "s"), 0) == 1);
+  const redis_reply status = m.eval(script::status_read, {"s"}, {});
+  CHECK(field(status, 0) > 7000);
+  CHECK(status.elements.at(1).str == "reporting");
+  CHECK(field(status, 2) == 2);
+  // The last reader's release takes the guard out.
+  m.eval(script::shared_release, {"s", "redlockd:fence:waiting:s"}, {reader_a, ""});
+  m.eval(script::shared_release, {"s", "redlockd:fence:waiting:s"}, {reader_b, ""});
+  CHECK(m.pttl("s") == -2);
+  CHECK(m.fleet.set_nx_px(0, "s", "standard-client", 5000));
 }
 
 TEST_CASE("a writer's intent goes with its daemon's unmark, not with another daemon's "
@@ -266,7 +294,7 @@ TEST_CASE("a writer whose daemon owns the intent does not yield to an older head
   CHECK(field(writer(d1, "20"), 0) == 0); // refused by the reader: d1's intent
   REQUIRE(m.get("r write-intent") == d1);
   CHECK(field(reader("10"), 0) == 0); // d2's older head, refused by the intent
-  m.run({"ZREM", "r readers", reader_a});
+  m.eval(script::shared_release, {"r", marker}, {reader_a, ""});
   // The readers are gone: d1's writer goes before d2's older reader it holds back.
   CHECK(field(writer(d1, "20"), 0) == 1);
   CHECK(m.get("r") == "writer-" + d1);
@@ -274,7 +302,7 @@ TEST_CASE("a writer whose daemon owns the intent does not yield to an older head
   // Without an intent of its own, a writer yields to the older head as before.
   m.run({"DEL", "r"});
   CHECK(field(reader("10"), 0) == 1); // d2's reader is in
-  m.run({"ZREM", "r readers", reader_b});
+  m.eval(script::shared_release, {"r", marker}, {reader_b, ""});
   m.run({"SET", marker, d2 + " 10 " + std::to_string(m.now_ms() + 60'000) + ";"}); // d2 waits again
   CHECK(field(writer(d1, "20"), 0) == 0);
 }
@@ -372,7 +400,7 @@ TEST_CASE("a writer that yields to an older head while readers hold the lock tri
   CHECK(field(reader, 0) == 0);
   CHECK(field(reader, 1) > 15'000);
   // Without readers the older head's entry is the writer's hint too, as before.
-  m.run({"DEL", "r readers"});
+  m.run({"DEL", "r readers", "r"}); // (the readers and their guard)
   const auto free = writer_waits(m, marker);
   CHECK(field(free, 0) == 0);
   CHECK(field(free, 1) > 15'000);
@@ -567,7 +595,7 @@ TEST_CASE("no kind grants on a master without a fence register: it lost its data
   CHECK(lost(shared_lock(m, reader_a, 5000)));
   CHECK(lost(permit(m, permit_a, 5000, 2)));
   CHECK(lost(multi_lock(m, set_a, {"x", "y"}, 5000)));
-  CHECK(lost(m.eval(script::acquire, {"r", fence, max_ttl}, {"owner", "5000", "7"})));
+  CHECK(lost(m.eval(script::acquire, {"r", fence}, {"owner", "5000", "7"})));
   CHECK(m.eval(script::fence_bump, {fence}, {"9"}).integer == -2);
   CHECK(m.run({"DBSIZE"}).integer == 0); // nothing granted, no register created
 }
@@ -596,15 +624,17 @@ TEST_CASE("acquire decides as acquire_wait's grant does, in every state of the k
       m.run({"SET", max_ttl, l});
     if (held)
       m.run({"SET", "r", "someone", "PX", "3000"});
-    if (readers > 0) { // 1: a live reader, 2: only a reader whose time has passed
+    if (readers > 0) { // 1: a live reader (and its guard), 2: only a reader whose time passed
       const long long now = m.now_ms();
       m.run({"ZADD", "r readers", std::to_string(readers == 1 ? now + 4000 : now - 5), reader_a});
       m.run({"PEXPIRE", "r readers", "8000"});
+      if (readers == 1 && !held)
+        m.run({"SET", "r", "redlockd:readers", "PX", "4000"});
     }
     const redis_reply reply =
         wait ? m.eval(script::acquire_wait, {"r", fence, max_ttl, "redlockd:fence:waiting:r"},
                       {"writer", "5000", proposal, "2500", "d1d1d1d1d1d1d1d1", "8", "200", "0"})
-             : m.eval(script::acquire, {"r", fence, max_ttl}, {"writer", "5000", proposal});
+             : m.eval(script::acquire, {"r", fence}, {"writer", "5000", proposal});
     outcome o;
     o.status = field(reply, 0);
     o.hint = o.status == 1 ? 0 : field(reply, 1);

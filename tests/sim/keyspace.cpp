@@ -117,8 +117,10 @@ void cmd_set(command_context& ctx, std::span<const std::string_view> argv, reply
       xx = true;
     } else if (equals_nocase(option, "keepttl") && !ttl_ms) {
       keep_ttl = true;
-    } else if ((equals_nocase(option, "px") || equals_nocase(option, "ex")) && !ttl_ms &&
-               !keep_ttl && i + 1 < argv.size()) {
+    } else if ((equals_nocase(option, "px") || equals_nocase(option, "ex") ||
+                equals_nocase(option, "pxat")) &&
+               !ttl_ms && !keep_ttl && i + 1 < argv.size()) {
+      const bool at = equals_nocase(option, "pxat");
       const auto amount = integer_of(argv[++i]);
       if (!amount) {
         not_integer(out);
@@ -128,7 +130,8 @@ void cmd_set(command_context& ctx, std::span<const std::string_view> argv, reply
         out.error("ERR invalid expire time in 'set' command");
         return;
       }
-      ttl_ms = equals_nocase(option, "ex") ? *amount * 1000 : *amount;
+      // (PXAT: a time on the master's clock; one already past leaves the key expired.)
+      ttl_ms = at ? *amount - ctx.now_ms : equals_nocase(option, "ex") ? *amount * 1000 : *amount;
     } else {
       out.error("ERR syntax error");
       return;

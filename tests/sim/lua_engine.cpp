@@ -288,7 +288,15 @@ int lua_engine::load(std::string_view source, std::string& error) {
   std::string sha = sha1_hex(source);
   if (const int known = find(sha); known >= 0)
     return known;
-  if (luaL_loadbuffer(L_, source.data(), source.size(), "@user_script") != 0) {
+  std::string weakened;
+  if (!rewrite_from_.empty()) {
+    weakened.assign(source);
+    for (std::size_t at = weakened.find(rewrite_from_); at != std::string::npos;
+         at = weakened.find(rewrite_from_, at + rewrite_to_.size()))
+      weakened.replace(at, rewrite_from_.size(), rewrite_to_);
+  }
+  const std::string_view text = rewrite_from_.empty() ? source : std::string_view(weakened);
+  if (luaL_loadbuffer(L_, text.data(), text.size(), "@user_script") != 0) {
     error = "ERR Error compiling script (new function): ";
     error += lua_tostring(L_, -1);
     lua_pop(L_, 1);

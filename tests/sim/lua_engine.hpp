@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "keyspace.hpp"
 
@@ -29,6 +30,12 @@ class lua_engine {
   // Compiles `source` unless its SHA-1 is known. Returns the script's index (for run()) or -1
   // with `error` set (a syntax error, as SCRIPT LOAD reports it).
   int load(std::string_view source, std::string& error);
+  // --weaken of a script's rule: every text loaded from now on is compiled with each `from`
+  // replaced by `to`, under the SHA-1 of the text as shipped (EVALSHA finds it as before).
+  void rewrite(std::string from, std::string to) {
+    rewrite_from_ = std::move(from);
+    rewrite_to_ = std::move(to);
+  }
   // The index of a loaded script by its SHA-1 (40 lowercase hex characters), or -1.
   int find(std::string_view sha) const;
   const std::string& sha(int script) const { return shas_[static_cast<std::size_t>(script)]; }
@@ -56,6 +63,7 @@ class lua_engine {
   std::unordered_map<std::string, int, text_hash, std::equal_to<>> by_sha_;
   std::unordered_map<std::string, int, text_hash, std::equal_to<>> by_text_; // by source
   std::vector<std::string> shas_;
+  std::string rewrite_from_, rewrite_to_;
   std::vector<int> functions_; // registry references of the compiled chunks, by index
   int keys_ref_ = 0;
   int argv_ref_ = 0;

@@ -444,6 +444,8 @@ simulation::simulation(const run_options& options)
                        : choose(random_, options.weaken, options.mix)) {
   limits_.min_ttl_ms = setup_.cfg.min_ttl_ms;
   limits_.max_ttl_ms = setup_.cfg.max_ttl_ms;
+  if (options.weaken == "readers-without-guard") // readers leave the lock key free (lib/shared.lua)
+    lua_.rewrite("\n  guard_readers(key, now)\n", "\n");
   log_ = std::make_shared<spdlog::logger>("sim");
   if (options.verbose) {
     log_->sinks().push_back(std::make_shared<virtual_time_sink>(clock_, "engine"));
@@ -1089,9 +1091,9 @@ void simulation::data_lost(std::size_t master, const std::vector<lost_key>& keys
 } // namespace
 
 const std::vector<std::string>& weakenings() {
-  static const std::vector<std::string> names = {"quorum-minus-one",       "no-quarantine",
-                                                 "handover-skips-keyloss", "publish-on-cleanup",
-                                                 "permits-per-master",     "no-write-intent"};
+  static const std::vector<std::string> names = {
+      "quorum-minus-one",   "no-quarantine",   "handover-skips-keyloss", "publish-on-cleanup",
+      "permits-per-master", "no-write-intent", "readers-without-guard"};
   return names;
 }
 

@@ -627,6 +627,32 @@ TEST_CASE("a sorted set's TTL: PEXPIRE, PTTL, expiry on the master's clock", "[s
   CHECK(t.same({"DEL", "short"}) == integer(1));
 }
 
+TEST_CASE("SET ... PXAT: an expiry at a time of the master's clock, as the readers' guard sets it",
+          "[sim][model]") {
+  redis_and_model t;
+  // Each side's own TIME: the model's clock is not Redis's.
+  const std::string at = R"lua(
+    local t = redis.call('time')
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    local ok = redis.call('set', KEYS[1], 'v', 'PXAT', now + tonumber(ARGV[1]))
+    local ttl = redis.call('pttl', KEYS[1])
+    return {ok.ok, redis.call('exists', KEYS[1]), ttl > tonumber(ARGV[1]) - 1000}
+  )lua";
+  t.script(at, {"k"}, {"60000"});
+  t.script(at, {"k"}, {"0"});     // due exactly now: still there
+  t.script(at, {"k"}, {"-5000"}); // already past: gone at once
+  CHECK(t.same({"EXISTS", "k"}) == integer(0));
+  t.script(at, {"k"}, {"50"});
+  t.pass(150ms);
+  CHECK(t.same({"GET", "k"}) == nil);
+  CHECK(t.same({"SET", "k", "v", "PXAT", "0"}).front() == '-');
+  CHECK(t.same({"SET", "k", "v", "PXAT", "soon"}).front() == '-');
+  CHECK(t.same({"SET", "k", "v", "PXAT", "99999999999999", "PX", "10"}).front() == '-');
+  CHECK(t.same({"SET", "k", "v", "KEEPTTL", "PXAT", "99999999999999"}).front() == '-');
+  CHECK(t.same({"SET", "k", "v", "NX", "PXAT", "99999999999999"}) == "+OK\r\n");
+  CHECK(t.same({"SET", "k", "w", "NX", "PXAT", "99999999999999"}) == nil);
+}
+
 TEST_CASE("the readers' pattern of the lock family, written out inline", "[sim][model][zset]") {
   redis_and_model t;
   // What a set of readers scored by their expiry goes through: add, extend with XX, count the

@@ -144,12 +144,8 @@ local function until_next_try(left, slack)
 end
 
 -- How long the holders that keep an exclusive waiter out hold lock KEYS[1] here, in ms: the
--- exclusive holder's key, or else the readers' (below 1: none).
-local function exclusive_holders_left(now)
-  local left = redis.call('pttl', KEYS[1])
-  if left < 0 then left = readers_pttl(KEYS[1], now) end
-  return left
-end
+-- lock key's time, the exclusive holder's or the readers' guard's (below 1: none).
+local function exclusive_holders_left() return redis.call('pttl', KEYS[1]) end
 
 -- acquire_wait's step (KEYS: lock key, fence key, max-TTL key, wait mark; ARGV: owner, ttl ms,
 -- proposed token, ms the waiter still waits, daemon id, ticket, slack ms, and at ARGV[`behind`]

@@ -1,15 +1,15 @@
 -- Several resources at once (MLOCK): the plain lock key of each member holds the owner, set all
 -- or nothing on each master in one step, so there is no hold-and-wait and no deadlock whatever
 -- order clients name the resources in. A member conflicts with any exclusive hold of it (a
--- plain LOCK, another set, a standard Redlock client) and with live readers.
+-- plain LOCK, another set, a standard Redlock client) and with live readers (the key is then
+-- their guard, lib/readers.lua).
 
 -- Sets every key of `keys` to `value` for ttl ms, or none. Refused: false and the longest time
 -- a held member has left (0 when unknown).
-local function multi_acquire(keys, value, ttl, now)
+local function multi_acquire(keys, value, ttl)
   local held, longest = false, 0
   for _, key in ipairs(keys) do
-    local left = redis.call('pttl', key)
-    if left == -2 and live_readers(key, now) then left = readers_pttl(key, now) end
+    local left = redis.call('pttl', key) -- an exclusive holder's or the readers' guard's
     if left ~= -2 then
       held = true
       if left > longest then longest = left end

@@ -2,7 +2,29 @@
 -- scored by the master time (ms) at which that hold expires; 'K labels' maps a reader's owner to
 -- its label. Both keys live as long as their longest member (R2). A member is removed by its
 -- owner (R3) or purged once its time has passed; it is never re-created by an extension (R4).
--- (live_readers and readers_pttl, which the exclusive grant needs too, are in prelude.lua.)
+-- While K has a live reader, K itself holds the readers' guard (guard_readers) until the last
+-- of them ends, so that an exclusive SET NX of K, a LOCK's or a standard Redlock client's, is
+-- refused by K alone: the exclusive grant, every LOCK's step, reads no reader set.
+-- (live_readers and readers_pttl are in prelude.lua.)
+
+-- Whether value `v` of a lock key is the readers' guard, not an exclusive holder's owner.
+local function is_readers_guard(v) return v == 'redlockd:readers' end
+
+-- Makes lock key K the readers' guard until the time of its reader that ends last (PXAT that
+-- master time: no later reader is live past it, and the master's clock decides both), or takes
+-- the guard out when no reader is live. It never touches K while K is an exclusive holder's:
+-- that cannot be beside a live reader, but a reader's release after its time may find one.
+-- Every script that adds, moves or removes a reader calls it, in the same step.
+local function guard_readers(key, now)
+  local v = redis.call('get', key)
+  if v and not is_readers_guard(v) then return end
+  local top = redis.call('zrevrange', key .. ' readers', 0, 0, 'withscores')
+  if top[2] and tonumber(top[2]) >= now then
+    redis.call('set', key, 'redlockd:readers', 'PXAT', top[2])
+  elseif v then
+    redis.call('del', key)
+  end
+end
 
 -- Drops the members whose time has passed, and their labels.
 local function purge_readers(key, now)

@@ -1,6 +1,7 @@
--- A shared (read) hold: a member of 'K readers' (readers.lua). It conflicts only with an
--- exclusive hold of K (the plain key K, also an MLOCK member's) and, for new readers, with a
--- writer that waits ('K write-intent'), so that a stream of readers cannot starve it.
+-- A shared (read) hold: a member of 'K readers' (readers.lua), with K the readers' guard. It
+-- conflicts only with an exclusive hold of K (the plain key K holding an owner, also an MLOCK
+-- member's) and, for new readers, with a writer that waits ('K write-intent'), so that a stream
+-- of readers cannot starve it.
 
 -- Takes a shared hold for `owner` until now + ttl. Refused while K is held exclusively or a
 -- writer waits: returns false and the ms that holder has left (-1: no TTL), or the ms until the
@@ -9,13 +10,14 @@
 -- wakes nobody, so a reader asleep until then holds every head that yields to it back
 -- (simulator seed 101660: 1.8 s on a free lock).
 local function shared_acquire(key, owner, ttl, label, now)
-  local held = redis.call('pttl', key)
-  if held ~= -2 then return false, held end
+  local v = redis.call('get', key)
+  if v and not is_readers_guard(v) then return false, redis.call('pttl', key) end
   local intent = redis.call('pttl', key .. ' write-intent')
   if intent ~= -2 then return false, math.min(intent, readers_pttl(key, now)) end
   purge_readers(key, now)
   redis.call('zadd', key .. ' readers', now + tonumber(ttl), owner)
   raise_ttl(key .. ' readers', ttl)
+  guard_readers(key, now)
   if label ~= '' then
     redis.call('hset', key .. ' labels', owner, label)
     raise_ttl(key .. ' labels', ttl)
@@ -24,12 +26,15 @@ local function shared_acquire(key, owner, ttl, label, now)
 end
 
 -- Ends `owner`'s shared hold: 1 if it was there, -1 if it is gone (expired or never taken).
-local function shared_release(key, owner)
+-- The guard follows the readers left: a writer gets in when they are gone, not at the time of
+-- the reader that left.
+local function shared_release(key, owner, now)
   local removed = redis.call('zrem', key .. ' readers', owner)
   redis.call('hdel', key .. ' labels', owner)
   if redis.call('zcard', key .. ' readers') == 0 then
     redis.call('del', key .. ' readers', key .. ' labels')
   end
+  guard_readers(key, now)
   if removed == 1 then return 1 end
   return -1
 end
@@ -41,6 +46,7 @@ local function shared_extend(key, owner, ttl, now)
   if not score or tonumber(score) < now then return -1 end
   redis.call('zadd', key .. ' readers', 'XX', now + tonumber(ttl), owner)
   raise_ttl(key .. ' readers', ttl)
+  guard_readers(key, now)
   if redis.call('hexists', key .. ' labels', owner) == 1 then raise_ttl(key .. ' labels', ttl) end
   return 1
 end

@@ -42,8 +42,8 @@ TEST_CASE("script calls carry their keys and arguments, by SHA or by source", "[
   std::string by_sha;
   append_acquire(by_sha, script_by::sha, "lock:r", keys, "o1", 5000, 42);
   std::string expected;
-  append_command(expected, {"EVALSHA", script_sha(script::acquire), "3", "lock:r", "redlockd:fence",
-                            "redlockd:fence:max_ttl", "o1", "5000", "42"});
+  append_command(expected, {"EVALSHA", script_sha(script::acquire), "2", "lock:r", "redlockd:fence",
+                            "o1", "5000", "42"}); // (the script makes the record's key)
   CHECK(by_sha == expected);
 
   CHECK(keys.wake == "redlockd:fence:wake");
