@@ -18,7 +18,7 @@ local r = -1
 -- The owner is the value's first 40 bytes: a LABEL follows it (' ' and the label).
 if v and string.sub(v, 1, 40) == ARGV[8] then
   r = 1
-elseif v then
+elseif v and v ~= 'redlockd:readers' then -- (the readers' guard: the owner's key is gone)
   r = 0
 end
 if not fence_of(2) then

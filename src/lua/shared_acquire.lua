@@ -22,7 +22,7 @@ local t = redis.call('time')
 -- A reader is kept out only by an exclusive holder (and a writer's intent, which `try` reports),
 -- not by the readers' guard.
 local function exclusive_holder_left()
-  if is_readers_guard(redis.call('get', KEYS[1])) then return 0 end
+  if is_readers_guard(redis.pcall('get', KEYS[1])) then return 0 end
   return redis.call('pttl', KEYS[1])
 end
 if waiting then return wait_turn(t, false, 8, try, false, exclusive_holder_left) end

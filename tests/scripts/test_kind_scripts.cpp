@@ -141,6 +141,49 @@ TEST_CASE("a shorter reader never shortens the set another reader relies on (R2)
   CHECK(m.pttl("r readers") > 7000);
 }
 
+TEST_CASE("an exclusive owner whose key is gone with the readers' guard in its place hears gone "
+          "(-1), not another owner, from every exclusive path: key-loss detection",
+          "[scripts][shared]") {
+  // A master lost an exclusive lock's key (or a set's member) early; a reader was then granted
+  // there. The owner's renewal, release or hand-over must still report the key gone, for the
+  // daemon to judge the loss (review of 222258c: the guard made it answer 0).
+  master m;
+  const std::string marker = "redlockd:fence:waiting:r";
+  REQUIRE(field(shared_lock(m, reader_a, 30000), 0) == 1);
+  REQUIRE(field(shared_lock(m, reader_b, 30000, "", "s"), 0) == 1);
+  const std::string lost = "0123456789abcdef0123456789abcdef01234567";
+  CHECK(m.eval(script::release, {"r", marker}, {lost, "d1 200 redlockd:fence:wake"}).integer == -1);
+  CHECK(m.eval(script::release, {"r", marker}, {lost, ""}).integer == -1);
+  CHECK(field(m.eval(script::extend, {"r", max_ttl}, {lost, "5000"}), 0) == -1);
+  const auto handed = m.eval(script::hand_over, {"r", fence, max_ttl, marker},
+                             {"writer-1", "5000", "8", "2500", "d1d1d1d1d1d1d1d1", "8", "200", lost,
+                              "redlockd:fence:wake", "0"});
+  CHECK(field(handed, 0) == 0);  // the head is refused by the readers
+  CHECK(field(handed, 4) == -1); // and the releasing owner's key is gone
+  CHECK(m.eval(script::multi_release, {"r", "s"}, {lost}).integer == -1);
+  CHECK(field(m.eval(script::multi_extend, {max_ttl, "r", "s"}, {lost, "5000"}), 0) == -1);
+  // The guard and the readers are as they were.
+  CHECK(m.get("r") == "redlockd:readers");
+  CHECK(m.get("s") == "redlockd:readers");
+  CHECK(m.run({"ZCARD", "r readers"}).integer == 1);
+}
+
+TEST_CASE("a key of another type at a lock key refuses a shared hold, as any holder does",
+          "[scripts][shared]") {
+  master m;
+  m.run({"HSET", "r", "field", "value"});
+  m.run({"PEXPIRE", "r", "5000"});
+  const auto refused = shared_lock(m, reader_a, 1000);
+  CHECK(field(refused, 0) == 0);
+  CHECK(field(refused, 1) > 4000);
+  CHECK(m.run({"EXISTS", "r readers"}).integer == 0);
+  const auto waiting =
+      m.eval(script::shared_acquire, {"r", fence, max_ttl, "redlockd:fence:waiting:r"},
+             {reader_b, "1000", "9", "2500", "d3d3d3d3d3d3d3d3", "9", "200", "0", ""});
+  CHECK(field(waiting, 0) == 0);
+  CHECK(m.run({"TYPE", "r"}).str == "hash");
+}
+
 TEST_CASE("a shared hold is refused by an exclusive holder and by a waiting writer's mark",
           "[scripts][shared]") {
   master m;

@@ -29,7 +29,7 @@ local function multi_release(keys, owner)
     if holds(v, owner) then
       redis.call('del', key)
       deleted[#deleted + 1] = key
-    elseif v then
+    elseif v and v ~= 'redlockd:readers' then -- (the readers' guard: the member is gone)
       result = 0
     elseif result == 1 then
       result = -1
@@ -48,7 +48,7 @@ local function multi_extend(keys, owner, ttl)
     if holds(v, owner) then
       redis.call('pexpire', key, ttl)
       extended = extended + 1
-    elseif v then
+    elseif v and v ~= 'redlockd:readers' then -- (the readers' guard: the member is gone)
       result = 0
     elseif result == 1 then
       result = -1

@@ -16,7 +16,7 @@ local function is_readers_guard(v) return v == 'redlockd:readers' end
 -- that cannot be beside a live reader, but a reader's release after its time may find one.
 -- Every script that adds, moves or removes a reader calls it, in the same step.
 local function guard_readers(key, now)
-  local v = redis.call('get', key)
+  local v = redis.pcall('get', key) -- (a key of another type is not the guard either)
   if v and not is_readers_guard(v) then return end
   local top = redis.call('zrevrange', key .. ' readers', 0, 0, 'withscores')
   if top[2] and tonumber(top[2]) >= now then

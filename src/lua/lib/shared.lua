@@ -10,7 +10,7 @@
 -- wakes nobody, so a reader asleep until then holds every head that yields to it back
 -- (simulator seed 101660: 1.8 s on a free lock).
 local function shared_acquire(key, owner, ttl, label, now)
-  local v = redis.call('get', key)
+  local v = redis.pcall('get', key) -- (a key of another type: an error, held by someone else)
   if v and not is_readers_guard(v) then return false, redis.call('pttl', key) end
   local intent = redis.call('pttl', key .. ' write-intent')
   if intent ~= -2 then return false, math.min(intent, readers_pttl(key, now)) end
