@@ -2,8 +2,8 @@
 -- KEYS: lock key, fence key, wait marker. ARGV: the wake channel.
 -- 1 if a hold was ended, 0 if there was none. The holds of resource K are the lock key K (an
 -- exclusive lock, a set's member, or the readers' guard), its live shared holders ('K readers',
--- with 'K labels' and a writer's 'K write-intent'), and the permits of the semaphore K ('K permit:<i>', counted in
--- 'K permits').
+-- with 'K labels' and a writer's 'K write-intent'), and the permits of the semaphore K
+-- ('K permit:<i>', counted in 'K permits').
 -- Where a hold was ended the fence register is raised by one (never created: a master missing
 -- it lost its data, and that must still show), so the tokens keep rising past the broken hold's,
 -- and other daemons' waiters are woken as a release wakes them (pcall: without the channel in

@@ -9,10 +9,9 @@
 --   the label of the reader that holds longest);
 -- - 'S permits' with live slots (a semaphore S: the slots held, the longest time left, the
 --   first label found).
--- Skipped: the other side keys ('K labels', 'K write-intent', 'S permit:<i>', the readers' guard
--- K: its value is no owner), the fence key and
--- its registers, wait marks, and anything else that does not look like a hold. The owners never
--- leave the master.
+-- Skipped: the other side keys ('K labels', 'K write-intent', 'S permit:<i>', and K itself where
+-- it is the readers' guard: its value is no owner), the fence key and its registers, wait marks,
+-- and anything else that does not look like a hold. The owners never leave the master.
 local scan = redis.call('scan', ARGV[1], 'match', ARGV[2], 'count', ARGV[3])
 local out = {scan[1]}
 local fence = ARGV[4]
