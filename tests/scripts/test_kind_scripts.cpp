@@ -168,6 +168,20 @@ TEST_CASE("an exclusive owner whose key is gone with the readers' guard in its p
   CHECK(m.run({"ZCARD", "r readers"}).integer == 1);
 }
 
+TEST_CASE("a reader whose time looks live again beside an exclusive holder cannot be extended "
+          "(a clock set back on one master)",
+          "[scripts][shared]") {
+  // The state a master is left in when its clock goes back: a writer was granted after the
+  // readers' guard expired, and the reader's score is in the future again.
+  master m;
+  m.run({"ZADD", "r readers", std::to_string(m.now_ms() + 5000), reader_a});
+  m.run({"PEXPIRE", "r readers", "5000"});
+  REQUIRE(m.fleet.set_nx_px(0, "r", "writer", 5000));
+  CHECK(field(m.eval(script::shared_extend, {"r", max_ttl}, {reader_a, "9000"}), 0) == -1);
+  CHECK(m.get("r") == "writer");
+  CHECK(m.pttl("r") <= 5000);
+}
+
 TEST_CASE("a key of another type at a lock key refuses a shared hold, as any holder does",
           "[scripts][shared]") {
   master m;

@@ -40,10 +40,14 @@ local function shared_release(key, owner, now)
 end
 
 -- Moves `owner`'s expiry to now + ttl if its hold is still live; never re-creates it (R4).
--- 1 if set, -1 if gone.
+-- 1 if set, -1 if gone. A reader beside an exclusive holder's key is gone too: that holder was
+-- granted once the readers' guard had expired, and only a clock set back on this master makes
+-- the reader's time look live again.
 local function shared_extend(key, owner, ttl, now)
   local score = redis.call('zscore', key .. ' readers', owner)
   if not score or tonumber(score) < now then return -1 end
+  local v = redis.pcall('get', key)
+  if v and not is_readers_guard(v) then return -1 end
   redis.call('zadd', key .. ' readers', 'XX', now + tonumber(ttl), owner)
   raise_ttl(key .. ' readers', ttl)
   guard_readers(key, now)
