@@ -39,7 +39,7 @@ if waiting then
   -- No holder's key to read (KEYS[1] is the count key, which lives as long as the longest
   -- permit): a head that yields sleeps until the older head's entry ends. On the count key's
   -- time it slept past a free slot (simulator seed 120224).
-  answer = wait_turn(t, false, 8, try, false, function() return 0 end)
+  answer = wait_turn(t, false, 8, try, false, function() return 0 end, true)
 else
   local hint
   answer, hint = try(t)

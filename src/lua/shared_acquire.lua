@@ -19,13 +19,15 @@ local function try(t)
   end, 2, 3)
 end
 local t = redis.call('time')
--- A reader is kept out only by an exclusive holder (and a writer's intent, which `try` reports),
--- not by the readers' guard.
-local function exclusive_holder_left()
-  if is_readers_guard(redis.pcall('get', KEYS[1])) then return 0 end
-  return redis.call('pttl', KEYS[1])
+-- How long what keeps a reader out holds the lock here (below 1: nothing), for a head that
+-- yields its turn: an exclusive holder's key (not the readers' guard), or a waiting writer's
+-- intent. Where neither is, the reader could join the head it yields to (wait_turn's `beside`).
+local function writers_left()
+  local v = redis.pcall('get', KEYS[1])
+  if v and not is_readers_guard(v) then return redis.call('pttl', KEYS[1]) end
+  return redis.call('pttl', KEYS[1] .. ' write-intent')
 end
-if waiting then return wait_turn(t, false, 8, try, false, exclusive_holder_left) end
+if waiting then return wait_turn(t, false, 8, try, false, writers_left, true) end
 local granted, hint = try(t)
 if granted then return granted end
 return {0, hint, t[1], t[2]}
