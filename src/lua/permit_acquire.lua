@@ -36,10 +36,20 @@ local function try(t)
 end
 local answer
 if waiting then
-  -- No holder's key to read (KEYS[1] is the count key, which lives as long as the longest
-  -- permit): a head that yields sleeps until the older head's entry ends. On the count key's
-  -- time it slept past a free slot (simulator seed 120224).
-  answer = wait_turn(t, false, 8, try, false, function() return 0 end, true)
+  -- For a head that yields its turn: how long all n slots stay held here, the shortest slot's
+  -- time (below 1: a slot is free, and only the older head's turn keeps it out: it looks again
+  -- after the slack). Not the count key's time, which lasts as long as the longest permit: on it
+  -- a head slept past a free slot (simulator seed 120224).
+  local function slots_left()
+    local shortest = -1
+    for i = 0, tonumber(n) - 1 do
+      local left = redis.call('pttl', slot_key(semaphore, i))
+      if left == -2 then return 0 end
+      if shortest < 0 or (left >= 0 and left < shortest) then shortest = left end
+    end
+    return shortest
+  end
+  answer = wait_turn(t, false, 8, try, false, slots_left, true)
 else
   local hint
   answer, hint = try(t)

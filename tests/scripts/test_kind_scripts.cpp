@@ -431,6 +431,16 @@ TEST_CASE("a reader or a permit that yields only to an older head's turn looks a
   CHECK(field(permit_head, 0) == 0);
   CHECK(field(permit_head, 1) > 0);
   CHECK(field(permit_head, 1) <= 200);
+  // With every slot held it does not poll: it sleeps until a slot's time ends (or a release
+  // wakes it), whichever is first with the older head's turn.
+  CHECK(field(permit(m, permit_a, 10000, 2), 0) == 1);
+  CHECK(field(permit(m, permit_c, 8000, 2), 0) == 1);
+  const auto full =
+      m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
+             {permit_b, "4000", "9", "9000", "d2d2d2d2d2d2d2d2", "9", "200", "0", "2", "0", ""});
+  CHECK(field(full, 0) == 0);
+  CHECK(field(full, 1) > 7000);
+  CHECK(field(full, 1) <= 8000);
   // A writer in the same place still sleeps to about that head's try: its grant could not go
   // beside it.
   m.run({"SET", "w marker", "d1d1d1d1d1d1d1d1 5 " + d1_until + ";", "PX", "20000"});
