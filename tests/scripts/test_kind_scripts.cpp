@@ -73,6 +73,14 @@ redis_reply shared_lock(const master& m, const std::string& owner, long long ttl
                 {owner, std::to_string(ttl), std::to_string(proposal), label});
 }
 
+// Daemon d2's head (permit_b, ticket 9) attempts a permit of semaphore s with n permits
+// (permit_acquire of a WAIT, `wait_ms` left), taking its turn on the wait mark of 's permits'.
+redis_reply permit_head_waits(const master& m, const std::string& n, const std::string& wait_ms) {
+  return m.eval(script::permit_acquire,
+                {"s permits", fence, max_ttl, "redlockd:fence:waiting:s permits"},
+                {permit_b, "4000", "9", wait_ms, "d2d2d2d2d2d2d2d2", "9", "200", "0", n, "0", ""});
+}
+
 // Daemon d2's head, a writer, attempts r (acquire_wait): refused by readers, it marks r.
 redis_reply writer_waits(const master& m, const std::string& marker) {
   return m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
@@ -382,9 +390,7 @@ TEST_CASE("the last reader's release wakes another daemon's waiting writer, and 
   // A permit: daemon d2's waiter marks 's permits'; a release through d1 wakes it.
   const std::string semaphore_marker = "redlockd:fence:waiting:s permits";
   permit(m, permit_a, 4000, 1);
-  const auto waiter =
-      m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
-             {permit_b, "4000", "9", "2500", "d2d2d2d2d2d2d2d2", "9", "200", "0", "1", "0", ""});
+  const auto waiter = permit_head_waits(m, "1", "2500");
   CHECK(field(waiter, 0) == 0);
   REQUIRE(m.get(semaphore_marker) != "(nil)");
   CHECK(permit_release(m, permit_a).integer == 1);
@@ -400,9 +406,7 @@ TEST_CASE("a permit's head that yields to an older head tries when that head's e
   // d1's older head (ticket 5) tries again within about 300 ms.
   m.run({"SET", semaphore_marker, "d1d1d1d1d1d1d1d1 5 " + std::to_string(m.now_ms() + 300) + ";",
          "PX", "300"});
-  const auto yielded =
-      m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
-             {permit_b, "4000", "9", "2500", "d2d2d2d2d2d2d2d2", "9", "200", "0", "2", "0", ""});
+  const auto yielded = permit_head_waits(m, "2", "2500");
   CHECK(field(yielded, 0) == 0);
   CHECK(field(yielded, 1) > 0);
   CHECK(field(yielded, 1) <= 300);
@@ -425,9 +429,7 @@ TEST_CASE("a reader or a permit that yields only to an older head's turn looks a
   CHECK(field(reader, 0) == 0);
   CHECK(field(reader, 1) > 0);
   CHECK(field(reader, 1) <= 200);
-  const auto permit_head =
-      m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
-             {permit_b, "4000", "9", "9000", "d2d2d2d2d2d2d2d2", "9", "200", "0", "2", "0", ""});
+  const auto permit_head = permit_head_waits(m, "2", "9000");
   CHECK(field(permit_head, 0) == 0);
   CHECK(field(permit_head, 1) > 0);
   CHECK(field(permit_head, 1) <= 200);
@@ -435,9 +437,7 @@ TEST_CASE("a reader or a permit that yields only to an older head's turn looks a
   // wakes it), whichever is first with the older head's turn.
   CHECK(field(permit(m, permit_a, 10000, 2), 0) == 1);
   CHECK(field(permit(m, permit_c, 8000, 2), 0) == 1);
-  const auto full =
-      m.eval(script::permit_acquire, {"s permits", fence, max_ttl, semaphore_marker},
-             {permit_b, "4000", "9", "9000", "d2d2d2d2d2d2d2d2", "9", "200", "0", "2", "0", ""});
+  const auto full = permit_head_waits(m, "2", "9000");
   CHECK(field(full, 0) == 0);
   CHECK(field(full, 1) > 7000);
   CHECK(field(full, 1) <= 8000);
