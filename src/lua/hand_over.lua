@@ -25,10 +25,11 @@ if not fence_of(2) then
   if r == 1 then redis.call('del', KEYS[1]) end
   return {-2, 0, t[1], t[2], r, '0'}
 end
-local answer, m = wait_turn(t, r == 1, 10) -- (m: the mark's text now)
+-- (m: the mark's text now; alone: it is this daemon's entry only, and marks() was not made)
+local answer, m, alone = wait_turn(t, r == 1, 10)
 answer[6] = answer[5]
 answer[5] = r
-if m then -- (marks() was made by wait_turn)
+if m and not alone then -- (marks() was made by wait_turn)
   if answer[1] == 0 and r ~= 0 then
     -- the lock is free here and the waiter yields to another daemon's older head: wake it
     wake(KEYS[4], m, ARGV[5], ARGV[9], ARGV[7])

@@ -229,55 +229,57 @@ TEST_CASE(
   CHECK(fleet.pttl(0, marker) <= 200); // b's entry: the slack to try once woken
 }
 
-TEST_CASE("wait marks: a hand-over where only its daemon's entry is marked keeps that "
-          "entry's time, and another daemon's entry brings back the full step",
+TEST_CASE("wait marks: a hand-over where only its daemon's entry is marked keeps it as the full "
+          "step does: the grant's ticket, about the new hold's time, the next waiter's cap",
           "[integration][handover][fairness]") {
   redis_fleet fleet(1);
   seed_fence(fleet);
+  REQUIRE(fleet.run(0, "SET", max_ttl_key(), "10000").str == "OK");
   const auto hand_over = [&](const std::string& from, const std::string& to,
-                             const std::string& ticket) {
+                             const std::string& ticket, const std::string& ttl,
+                             const std::string& behind) {
     return eval(
         fleet, script::hand_over, {"k", default_fence_key, max_ttl_key(), marker},
-        {to, "10000", "90", "8000", daemon_a, ticket, "200", from, "redlockd:fence:wake", "6000"});
+        {to, ttl, "90", "8000", daemon_a, ticket, "200", from, "redlockd:fence:wake", behind});
   };
-  REQUIRE(fleet.run(0, "SET", max_ttl_key(), "10000").str == "OK");
-  // a's head was refused by a holder with 5 s left: its entry lasts about that long.
-  REQUIRE(fleet.set_nx_px(0, "k", "holder", 5000));
+  // a's head was refused by a holder with 300 ms left: its entry lasts about 500 ms.
+  REQUIRE(fleet.set_nx_px(0, "k", "holder", 300));
   CHECK(attempt(fleet, daemon_a, "20", "owner-a0", "6000").elements[0].integer == 0);
-  const std::string marked = entries(fleet);
-  REQUIRE(marked.rfind(daemon_a + " 20 ", 0) == 0);
-  const std::string until = marked.substr(marked.rfind(' ') + 1); // "<ms>;"
-  // The one-daemon hot path: the holder hands over to a's head, a next waiter stays queued. The
-  // entry is a's alone and lives: it keeps its time and takes the grant's proposal as its
-  // ticket, as the daemon's copy of it does (not the full step's time: a fifth of the cost).
-  const std::int64_t sets = command_calls(fleet, 0, "set");
-  redis_reply h = hand_over("holder", "owner-a1", "20");
+  REQUIRE(entries(fleet).rfind(daemon_a + " 20 ", 0) == 0);
+  CHECK(fleet.pttl(0, marker) <= 510);
+  // The holder hands over to a's head with a 10 s TTL, a next waiter queued for 6 s more: the
+  // entry takes the grant's proposal as its ticket (the daemon's copy: kept_entry_ticket) and
+  // lasts for the next waiter's 6 s, so that a release through another daemon wakes it.
+  redis_reply h = hand_over("holder", "owner-a1", "20", "10000", "6000");
   REQUIRE(h.elements.size() == 6);
   CHECK(h.elements[0].integer == 1);
   CHECK(h.elements[4].integer == 1);
   CHECK(h.elements[5].str == "0");
   CHECK(fleet.get(0, "k") == "owner-a1");
-  CHECK(entries(fleet) == daemon_a + " 90 " + until);
-  CHECK(command_calls(fleet, 0, "set") == sets + 3); // the lock key, the fence, the entry
+  CHECK(entries(fleet).rfind(daemon_a + " 90 ", 0) == 0);
+  CHECK(fleet.pttl(0, marker) > 5900);
+  CHECK(fleet.pttl(0, marker) <= 6000);
+  CHECK(release(fleet, "owner-a1", daemon_b, true).integer == 1);
+  CHECK(command_calls(fleet, 0, "publish") == 1);
+  // A hand-over to a 1 s TTL: about that long (TTL + 1 % + slack), not the next waiter's wait:
+  // a daemon that goes away holds nobody back past it.
+  REQUIRE(fleet.set_nx_px(0, "k", "owner-a2", 5000));
+  h = hand_over("owner-a2", "owner-a3", "90", "1000", "6000");
+  CHECK(h.elements[0].integer == 1);
+  CHECK(fleet.pttl(0, marker) > 1100);
+  CHECK(fleet.pttl(0, marker) <= 1210);
   // b's head comes, and yields to a's entry (ticket 90, before b's 95).
   CHECK(attempt(fleet, daemon_b, "95", "owner-b").elements[0].integer == 0);
-  // The next hand-over sees b's entry: a's waiter (ticket 90, as its entry) is older and is
-  // granted, and a's entry is written anew after b's ticket, so the hand-over after it yields.
-  h = hand_over("owner-a1", "owner-a2", "90");
+  // The next hand-over sees b's entry: a's waiter (ticket 90) is older and is granted, and a's
+  // entry is kept after b's ticket, so the hand-over after it yields to b.
+  h = hand_over("owner-a3", "owner-a4", "90", "10000", "6000");
   CHECK(h.elements[0].integer == 1);
   CHECK(h.elements[5].str == "95");
   CHECK(entries(fleet).find(daemon_a + " 96 ") != std::string::npos);
-  h = hand_over("owner-a2", "owner-a3", "96");
+  h = hand_over("owner-a4", "owner-a5", "96", "10000", "6000");
   CHECK(h.elements[0].integer == 0);
   CHECK_FALSE(fleet.get(0, "k"));
-  CHECK(command_calls(fleet, 0, "publish") == 1);
-  // Where a's entry is gone (its time over), the grant writes a fresh one for the next waiter.
-  REQUIRE(fleet.run(0, "DEL", marker).integer == 1);
-  REQUIRE(fleet.set_nx_px(0, "k", "owner-a4", 5000));
-  h = hand_over("owner-a4", "owner-a5", "96");
-  CHECK(h.elements[0].integer == 1);
-  CHECK(entries(fleet).rfind(daemon_a + " 90 ", 0) == 0);
-  CHECK(fleet.pttl(0, marker) > 5900);
+  CHECK(command_calls(fleet, 0, "publish") == 2);
 }
 
 TEST_CASE("wait marks: a daemon's unmark wakes the heads that yielded their turn to its entry",

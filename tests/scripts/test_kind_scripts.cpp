@@ -451,6 +451,29 @@ TEST_CASE("a reader or a permit that yields only to an older head's turn looks a
   CHECK(field(writer, 1) > 15'000);
 }
 
+TEST_CASE("a reader or a permit that yields only to an older head whose try is due looks again "
+          "within half the slack, not at that head's entry's end (simulator seed 56 --mix shared)",
+          "[scripts][shared][permits]") {
+  master m;
+  // d1's older head (ticket 5) is marked for 190 ms more: its try (a slack of 200 ms before
+  // the end) is due. Nothing else keeps a reader or a permit out.
+  const std::string d1_until = std::to_string(m.now_ms() + 190);
+  const std::string marker = "redlockd:fence:waiting:r";
+  const std::string semaphore_marker = "redlockd:fence:waiting:s permits";
+  for (const std::string& mark : {marker, semaphore_marker})
+    m.run({"SET", mark, "d1d1d1d1d1d1d1d1 5 " + d1_until + ";", "PX", "190"});
+  const auto reader =
+      m.eval(script::shared_acquire, {"r", fence, max_ttl, marker},
+             {reader_b, "1000", "9", "9000", "d3d3d3d3d3d3d3d3", "9", "200", "0", ""});
+  CHECK(field(reader, 0) == 0);
+  CHECK(field(reader, 1) > 0);
+  CHECK(field(reader, 1) <= 100);
+  const auto permit_head = permit_head_waits(m, "2", "9000");
+  CHECK(field(permit_head, 0) == 0);
+  CHECK(field(permit_head, 1) > 0);
+  CHECK(field(permit_head, 1) <= 100);
+}
+
 TEST_CASE("the release of the reader that lives longest wakes another daemon's waiting writer when "
           "the others end sooner (simulator seed 130230)",
           "[scripts][shared]") {

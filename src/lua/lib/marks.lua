@@ -11,16 +11,16 @@
 --
 -- Lua makes every function of a script anew at each call, so the helpers below are made by
 -- marks(), on first use: a call that finds no mark (the uncontended case) never makes them.
-local scan, put, wake, wake_released, sleeps_past, yielded_to, kept_ticket
-
--- Whether mark text `m` is one entry, daemon `id`'s (live or not): no other daemon waits.
--- (The common case with one daemon: checked before a pass over the entries.)
-local function only_mine(m, id)
-  return string.find(m, ';', 1, true) == #m and string.sub(m, 1, #id + 1) == id .. ' '
-end
+local only_mine, scan, put, wake, wake_released, sleeps_past, yielded_to, kept_ticket
 
 local function marks()
   if scan then return end
+
+  -- Whether mark text `m` is one entry, daemon `id`'s (live or not): no other daemon waits.
+  -- (The common case with one daemon: checked before a pass over the entries.)
+  function only_mine(m, id)
+    return string.find(m, ';', 1, true) == #m and string.sub(m, 1, #id + 1) == id .. ' '
+  end
 
   -- Whether the head with ticket a of daemon x comes before the one with ticket b of daemon y.
   local function before(a, x, b, y)
@@ -164,7 +164,8 @@ local function exclusive_holders_left() return redis.call('pttl', KEYS[1]) end
 -- `holders_left(now)` is how long the holders that keep the kind's waiter out still hold the
 -- lock here, in ms (below 1: none); the exclusive waiter's, exclusive_holders_left, when absent.
 -- Returns, second, the text the wait mark holds after the step (nil: none), for a caller that
--- goes on with it (hand_over), so that it need not read the mark again.
+-- goes on with it (hand_over), so that it need not read the mark again, and third, true where
+-- that text is this daemon's entry alone, written without making the helpers of marks().
 -- With `beside` (kinds whose grant leaves room for more of the kind: readers, permits), a head
 -- that yields only to an older head's turn looks again after the slack (below).
 local function wait_turn(t, releasing, behind, try, first_in_line, holders_left, beside)
@@ -186,23 +187,23 @@ local function wait_turn(t, releasing, behind, try, first_in_line, holders_left,
     lost[5] = '0'
     return lost, m
   end
-  if not tried and m and next_wait > 0 and only_mine(m, ARGV[5]) then
-    -- Only this daemon's entry is marked (one daemon's hand-overs, the hot path): no other
-    -- head to yield to, none to place the kept entry after. A grant keeps the entry's time and
-    -- gives it the grant's proposal as its ticket, as the full step would (kept_ticket), so
-    -- that the next waiter's ticket (the daemon's copy) is the masters'. Its time may end
-    -- before the full step's would; the next grant then finds no mark and writes it anew.
-    -- (The full step's scan, closures and arithmetic cost about a fifth of a hand-over.)
+  if not tried and m and next_wait > 0 and string.find(m, ';', 1, true) == #m and
+      string.sub(m, 1, #ARGV[5] + 1) == ARGV[5] .. ' ' then -- (only_mine, not made yet)
+    -- Only this daemon's entry is marked (one daemon's hand-overs, the hot path): no older head
+    -- to yield to, nobody to place the kept entry after. A grant writes the entry the full step
+    -- would (the proposal as its ticket, as the daemon's copy has it; until about the new
+    -- hold's end, capped by the next waiter's wait) without making the mark helpers or passing
+    -- over the mark: about a sixth of a hand-over's cost on the master.
     local granted
     granted, hint = try(t, releasing)
     if granted then
-      local u = string.match(m, ' (%d+);$') -- (the entry's until: a master time in ms)
-      if u then
-        m = ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. u .. ';'
-        redis.call('set', KEYS[4], m, 'PXAT', u)
-      end
+      local ttl = tonumber(ARGV[2])
+      local stay = math.min(ttl + math.floor(ttl / 100) + tonumber(ARGV[7]), next_wait)
+      local untl = tostring(now_ms(t) + stay) -- (one number-to-text for the text and PXAT)
+      m = ARGV[5] .. ' ' .. ARGV[3] .. ' ' .. untl .. ';'
+      redis.call('set', KEYS[4], m, 'PXAT', untl)
       granted[5] = '0'
-      return granted, m
+      return granted, m, true
     end
     tried = true
   end
@@ -247,8 +248,15 @@ local function wait_turn(t, releasing, behind, try, first_in_line, holders_left,
       -- be granted beside that head once the head is in, and that grant wakes nobody (a wake
       -- from a grant on some masters only would start attempts that fail, again and again:
       -- simulator, --mix shared): it looks again after the slack, not at the head's entry's end
-      -- (seeds 10 --mix shared and --mix permit: 327 ms and more on a free lock).
-      if beside and hint <= 0 and turn > stay then turn = stay end
+      -- (seeds 10 --mix shared and --mix permit: 327 ms and more on a free lock). Where that
+      -- head's try is due or under way (its entry ends within the slack), half the slack: its
+      -- round is decided by then, and the entry's end came a slack after that grant (simulator
+      -- seed 56 --mix shared: a reader asleep 237 ms beside readers only).
+      if beside and hint <= 0 then
+        local most = stay
+        if first - now <= stay then most = math.floor(stay / 2) end
+        if turn > most then turn = most end
+      end
       if hint <= 0 or turn < hint then hint = turn end
     end
   end
