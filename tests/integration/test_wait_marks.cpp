@@ -268,7 +268,7 @@ TEST_CASE("wait marks: a hand-over where only its daemon's entry is marked keeps
   CHECK(h.elements[0].integer == 1);
   CHECK(fleet.pttl(0, marker) > 1100);
   CHECK(fleet.pttl(0, marker) <= 1210);
-  // b's head comes, and yields to a's entry (ticket 90, before b's 95).
+  // b's head comes (ticket 95): refused (owner-a3 holds k), it marks its entry.
   CHECK(attempt(fleet, daemon_b, "95", "owner-b").elements[0].integer == 0);
   // The next hand-over sees b's entry: a's waiter (ticket 90) is older and is granted, and a's
   // entry is kept after b's ticket, so the hand-over after it yields to b.

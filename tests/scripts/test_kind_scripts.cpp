@@ -75,10 +75,11 @@ redis_reply shared_lock(const master& m, const std::string& owner, long long ttl
 
 // Daemon d2's head (permit_b, ticket 9) attempts a permit of semaphore s with n permits
 // (permit_acquire of a WAIT, `wait_ms` left), taking its turn on the wait mark of 's permits'.
-redis_reply permit_head_waits(const master& m, const std::string& n, const std::string& wait_ms) {
+redis_reply permit_head_waits(const master& m, const std::string& n, const std::string& wait_ms,
+                              const std::string& slack = "200") {
   return m.eval(script::permit_acquire,
                 {"s permits", fence, max_ttl, "redlockd:fence:waiting:s permits"},
-                {permit_b, "4000", "9", wait_ms, "d2d2d2d2d2d2d2d2", "9", "200", "0", n, "0", ""});
+                {permit_b, "4000", "9", wait_ms, "d2d2d2d2d2d2d2d2", "9", slack, "0", n, "0", ""});
 }
 
 // Daemon d2's head, a writer, attempts r (acquire_wait): refused by readers, it marks r.
@@ -454,24 +455,36 @@ TEST_CASE("a reader or a permit that yields only to an older head's turn looks a
 TEST_CASE("a reader or a permit that yields only to an older head whose try is due looks again "
           "within half the slack, not at that head's entry's end (simulator seed 56 --mix shared)",
           "[scripts][shared][permits]") {
-  master m;
-  // d1's older head (ticket 5) is marked for 190 ms more: its try (a slack of 200 ms before
-  // the end) is due. Nothing else keeps a reader or a permit out.
-  const std::string d1_until = std::to_string(m.now_ms() + 190);
-  const std::string marker = "redlockd:fence:waiting:r";
-  const std::string semaphore_marker = "redlockd:fence:waiting:s permits";
-  for (const std::string& mark : {marker, semaphore_marker})
-    m.run({"SET", mark, "d1d1d1d1d1d1d1d1 5 " + d1_until + ";", "PX", "190"});
-  const auto reader =
-      m.eval(script::shared_acquire, {"r", fence, max_ttl, marker},
-             {reader_b, "1000", "9", "9000", "d3d3d3d3d3d3d3d3", "9", "200", "0", ""});
-  CHECK(field(reader, 0) == 0);
-  CHECK(field(reader, 1) > 0);
-  CHECK(field(reader, 1) <= 100);
-  const auto permit_head = permit_head_waits(m, "2", "9000");
-  CHECK(field(permit_head, 0) == 0);
-  CHECK(field(permit_head, 1) > 0);
-  CHECK(field(permit_head, 1) <= 100);
+  // With a slack of 2 s, d1's older head (ticket 5) tries 2 s before its entry ends. Nothing
+  // else keeps a reader or a permit out. (Seconds, not ms: a busy machine between commands.)
+  const auto hints_beside_entry_of = [](long long left) {
+    master m;
+    const std::string until = std::to_string(m.now_ms() + left);
+    const std::string marker = "redlockd:fence:waiting:r";
+    const std::string semaphore_marker = "redlockd:fence:waiting:s permits";
+    for (const std::string& mark : {marker, semaphore_marker})
+      m.run({"SET", mark, "d1d1d1d1d1d1d1d1 5 " + until + ";", "PX", std::to_string(left)});
+    const auto reader =
+        m.eval(script::shared_acquire, {"r", fence, max_ttl, marker},
+               {reader_b, "1000", "9", "9000", "d3d3d3d3d3d3d3d3", "9", "2000", "0", ""});
+    const auto permit_head = permit_head_waits(m, "2", "9000", "2000");
+    CHECK(field(reader, 0) == 0);
+    CHECK(field(permit_head, 0) == 0);
+    return std::pair{field(reader, 1), field(permit_head, 1)};
+  };
+  // Its entry ends within the slack (1.9 s): its try is due or under way, and decided within
+  // half the slack. At the entry's end (1.9 s) they slept past its grant, which wakes nobody.
+  const auto [reader_due, permit_due] = hints_beside_entry_of(1900);
+  CHECK(reader_due > 0);
+  CHECK(reader_due <= 1000);
+  CHECK(permit_due > 0);
+  CHECK(permit_due <= 1000);
+  // Its entry ends later (5 s): its try is 3 s away; they look again after the slack.
+  const auto [reader_later, permit_later] = hints_beside_entry_of(5000);
+  CHECK(reader_later > 1000);
+  CHECK(reader_later <= 2000);
+  CHECK(permit_later > 1000);
+  CHECK(permit_later <= 2000);
 }
 
 TEST_CASE("the release of the reader that lives longest wakes another daemon's waiting writer when "

@@ -137,7 +137,8 @@ end
 -- head's next try, which its entry outlasts by the slack `slack` (and 1 %). Sleeping to the
 -- entry's end adds one slack per head along a chain of yields (a reader slept 540 ms on a free
 -- lock: simulator seed 30038). Within two slacks of the end, the end: the head does not try
--- again and again while the older head's try is under way.
+-- again and again while the older head's try is under way. (A reader or a permit, which could
+-- go in beside that head, looks once more meanwhile: wait_turn's `beside`.)
 local function until_next_try(left, slack)
   if left > 2 * slack then return left - slack end
   return left
