@@ -16,16 +16,16 @@ local only_mine, scan, put, wake, wake_released, sleeps_past, yielded_to, kept_t
 local function marks()
   if scan then return end
 
-  -- Whether mark text `m` is one entry, daemon `id`'s (live or not): no other daemon waits.
-  -- (The common case with one daemon: checked before a pass over the entries.)
-  function only_mine(m, id)
-    return string.find(m, ';', 1, true) == #m and string.sub(m, 1, #id + 1) == id .. ' '
-  end
-
   -- Whether the head with ticket a of daemon x comes before the one with ticket b of daemon y.
   local function before(a, x, b, y)
     if a == b then return x < y end
     return less(a, b)
+  end
+
+  -- Whether mark text `m` is one entry, daemon `id`'s (live or not): no other daemon waits.
+  -- (The common case with one daemon: checked before a pass over the entries.)
+  function only_mine(m, id)
+    return string.find(m, ';', 1, true) == #m and string.sub(m, 1, #id + 1) == id .. ' '
   end
 
   -- One pass over mark text `m` at `now`, for daemon `id` whose head has `ticket`. Returns the
@@ -194,7 +194,7 @@ local function wait_turn(t, releasing, behind, try, first_in_line, holders_left,
     -- to yield to, nobody to place the kept entry after. A grant writes the entry the full step
     -- would (the proposal as its ticket, as the daemon's copy has it; until about the new
     -- hold's end, capped by the next waiter's wait) without making the mark helpers or passing
-    -- over the mark: about a sixth of a hand-over's cost on the master.
+    -- over the mark: about a tenth of a hand-over's cost on the master.
     local granted
     granted, hint = try(t, releasing)
     if granted then
