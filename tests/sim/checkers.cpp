@@ -694,6 +694,17 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
   if (delay > 0)
     for (std::uint32_t i = 0; i < h.requests.size(); ++i) {
       const request_record& g = h.requests[i];
+      if (g.kind == client_op::lock && !granted(g) && g.attempt_start >= 0 && !g.keep &&
+          g.hold != hold_kind::multi) {
+        // A grant written too late (its client read the expired line) was a lease to its
+        // daemon, which cannot tell that nobody worked under it: it ran out unreleased (seed
+        // 8000934: a permit's, and the daemon's next waiter on the semaphore waited it out).
+        // A KEEP one is released when the session finds it expired, undelayed.
+        const sim_time end = g.attempt_start + static_cast<sim_time>(g.ttl_ms) * 1000;
+        own_delays[{g.daemon_instance, g.resource}].emplace_back(
+            end, end + drift_allowance(h, g.ttl_ms) + delay);
+        continue;
+      }
       if (!granted(g) || g.hold == hold_kind::multi)
         continue;
       if (g.keep) {

@@ -312,6 +312,29 @@ TEST_CASE("liveness: a KEEP lock whose connection ended or that was LOST lock-de
   CHECK(has(check_liveness(h), "liveness"));
 }
 
+TEST_CASE("liveness: a grant written too late lock-delays the name on its own daemon as a lease "
+          "that ran out does, unless it was KEEP",
+          "[sim]") {
+  // Client 1 (daemon 1) was granted at 9 s (TTL 1 s), but its OK waited behind an earlier reply
+  // and was written after its validity: the client read NOQUORUM. To daemon 1 it was a lease
+  // that ran out unreleased, so it refuses the name until 10 s + lock-delay (5 s) (seed
+  // 8000934). A KEEP one is released when the session finds it expired, with no delay.
+  const auto history_with = [](std::uint32_t client, bool keep) {
+    builder b;
+    b.h.lock_delay_ms = 5'000;
+    const auto late = b.grant(client, 0, 9'000 * ms, 950, 1, 'a', keep);
+    b.h.requests[late].reply = 10'500 * ms;
+    b.h.requests[late].result = outcome::noquorum;
+    b.h.requests[late].validity_ms = 0;
+    b.h.requests[late].fence = 0;
+    b.waiter_passed_on_daemon_0();
+    return b.h;
+  };
+  CHECK(check_liveness(history_with(1, false)).empty());
+  CHECK(has(check_liveness(history_with(0, false)), "liveness")); // daemon 0's: no excuse
+  CHECK(has(check_liveness(history_with(1, true)), "liveness"));  // KEEP: released, undelayed
+}
+
 TEST_CASE("bounded work: script calls far beyond what the requests account for fail", "[sim]") {
   builder b;
   b.waiter(1, 0, 10'000 * ms, 11'000 * ms, outcome::busy, 1000);
