@@ -112,6 +112,7 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.retry_ms = 0;
   op.lock.took = 0;
   op.lock.kept_ticket = 0;
+  op.lock.rivals_marked = false;
   if (op.lock.queued && op.lock.ticket == 0)
     op.lock.ticket = op.lock.fence.proposed();
   op.lock.retry_stamp = 0; // a retry still pending would be one attempt too many
@@ -192,6 +193,8 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
   acquire_round_latency_.record(now_() - op.t0);
   if (op.hold_kind == lock_kind::permit)
     take_slot(slot);
+  if (op.lock.queued && op.lock.rivals_marked && traits_of(op.hold_kind).waiters_may_share)
+    wake_yielded(op);
   if (op.lock.queued) {
     dequeue(slot, std::nullopt, true);
     // The grant kept this daemon's entry on the masters for its next waiter, after every head
@@ -399,6 +402,20 @@ void lock_engine::unmark(const std::string& key) {
       if (io_.usable(node))
         io_.send(node, request_tag{request_kind::unmark, 0, 0}, command);
   }
+}
+
+void lock_engine::wake_yielded(const operation& op) {
+  // Other daemons' heads that yielded their turn to this one sleep until about its entry's
+  // end, and the grant's scripts wake nobody (a grant on some masters only would wake heads
+  // whose attempts then fail). Decided, it wakes them: they may be granted beside it
+  // (simulator seeds 300018 and 300091 --mix shared: readers of three daemons went in one after
+  // another, each asleep on a free lock until the one before it was granted).
+  std::string command;
+  append_wake_yielded(command, script_by::sha, wait_marker(marker_, keys_, op.key), op.key,
+                      daemon_id_, op.lock.ticket, keys_.wake);
+  for (std::size_t node = 0; node < node_count_; ++node)
+    if (io_.usable(node))
+      io_.send(node, request_tag{request_kind::wake_yielded, 0, 0}, command);
 }
 
 void lock_engine::wait_ran_out(std::uint32_t slot) {

@@ -40,6 +40,7 @@ void lock_engine::count_vote(std::uint32_t slot, std::size_t node, const script_
         op.lock.kept_ticket =
             std::max(op.lock.kept_ticket,
                      kept_entry_ticket(op.lock.fence.proposed(), acquire->rival_ticket));
+        op.lock.rivals_marked = op.lock.rivals_marked || acquire->rival_ticket != 0;
       }
       if (granted && acquire->slot)
         op.lock.slots[node] = static_cast<std::int16_t>(*acquire->slot);

@@ -174,6 +174,14 @@ void append_unmark(std::string& out, script_by by, std::string_view marker, std:
   append_command(out, {verb, body, "2", marker, key, daemon_id, wake_channel});
 }
 
+void append_wake_yielded(std::string& out, script_by by, std::string_view marker,
+                         std::string_view key, std::string_view daemon_id, std::uint64_t ticket,
+                         std::string_view wake_channel) {
+  const auto [verb, body] = head(script::wake_yielded, by);
+  append_command(out,
+                 {verb, body, "2", marker, key, daemon_id, decimal(ticket).view(), wake_channel});
+}
+
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                    std::string_view owner, std::uint64_t ttl_ms) {
   const auto [verb, body] = head(script::extend, by);
@@ -245,6 +253,7 @@ script_reply decode_script_reply(request_kind kind, const redisReply& reply) {
   case request_kind::break_hold:
   case request_kind::cleanup:
   case request_kind::unmark:
+  case request_kind::wake_yielded:
     return release_reply{as_integer(reply)};
   case request_kind::extend:
     return decode_extend(reply);

@@ -40,6 +40,7 @@ constexpr std::array<script_file, script_count> files = {{
     {"break", lua_break},
     {"list", lua_list},
     {"status", lua_status},
+    {"wake_yielded", lua_wake_yielded},
 }};
 
 } // namespace

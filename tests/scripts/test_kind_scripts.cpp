@@ -66,6 +66,13 @@ long long field(const redis_reply& reply, std::size_t i) {
   return e.type == redis_reply::kind::integer ? e.integer : std::stoll(e.str);
 }
 
+// How many PUBLISHes the master has run (the scripts' wake-ups among them).
+long long publishes(const master& m) {
+  const std::string stats = m.run({"INFO", "commandstats"}).str;
+  const auto at = stats.find("cmdstat_publish:calls=");
+  return at == std::string::npos ? 0 : std::stoll(stats.substr(at + 22));
+}
+
 redis_reply shared_lock(const master& m, const std::string& owner, long long ttl,
                         const std::string& label = "", const std::string& key = "r",
                         long long proposal = 100) {
@@ -329,16 +336,39 @@ TEST_CASE("a writer's intent goes with its daemon's unmark, not with another dae
   CHECK(field(refused, 1) > 2000);
   // The writer's daemon gives up (its WAIT ran out): the intent goes, d2's head is woken (the
   // lock key on the wake channel), and new readers come in at once.
-  const auto published = [&] {
-    const std::string stats = m.run({"INFO", "commandstats"}).str;
-    const auto at = stats.find("cmdstat_publish:calls=");
-    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + 22));
-  };
-  const long long before = published();
+  const long long before = publishes(m);
   CHECK(m.eval(script::unmark, {marker, "r"}, {d1, "redlockd:fence:wake"}).integer == 1);
   CHECK(m.pttl("r write-intent") == -2);
-  CHECK(published() == before + 1);
+  CHECK(publishes(m) == before + 1);
   CHECK(field(shared_lock(m, reader_b, 1000), 0) == 1);
+}
+
+TEST_CASE("wake_yielded publishes the lock key only where another daemon's head came after the "
+          "granted head, and leaves the mark as it is",
+          "[scripts][shared]") {
+  master m;
+  const std::string marker = "redlockd:fence:waiting:r";
+  const std::string d1 = "d1d1d1d1d1d1d1d1";
+  const std::string d3 = "d3d3d3d3d3d3d3d3";
+  const std::string channel = "redlockd:fence:wake";
+  // d1's older head (ticket 5) is marked; d3's reader head (ticket 9) yields its turn to it.
+  m.run({"SET", marker, d1 + " 5 " + std::to_string(m.now_ms() + 20'000) + ";", "PX", "20000"});
+  CHECK(field(m.eval(script::shared_acquire, {"r", fence, max_ttl, marker},
+                     {reader_b, "1000", "9", "9000", d3, "9", "200", "0", ""}),
+              0) == 0);
+  const std::string mark = m.run({"GET", marker}).str;
+  REQUIRE(mark.find(d3 + " 9 ") != std::string::npos);
+  const long long before = publishes(m);
+  // d1's head granted: d3's yielded to it.
+  CHECK(m.eval(script::wake_yielded, {marker, "r"}, {d1, "5", channel}).integer == 1);
+  CHECK(publishes(m) == before + 1);
+  CHECK(m.run({"GET", marker}).str == mark);
+  // A head with a later ticket than d3's, or d3's own: nobody yielded to it.
+  CHECK(m.eval(script::wake_yielded, {marker, "r"}, {d1, "10", channel}).integer == 0);
+  CHECK(m.eval(script::wake_yielded, {marker, "r"}, {d3, "9", channel}).integer == 0);
+  m.run({"DEL", marker});
+  CHECK(m.eval(script::wake_yielded, {marker, "r"}, {d1, "5", channel}).integer == 0);
+  CHECK(publishes(m) == before + 1);
 }
 
 TEST_CASE("a writer whose daemon owns the intent does not yield to an older head of another "

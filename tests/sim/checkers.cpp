@@ -891,28 +891,11 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
       left = std::max(left, left_queue(r));
     }
 
-    // A shared or permit head that yields its turn to another daemon's older head sleeps until
-    // that head's entry in the wait mark ends (its wait), unless a release wakes it: a grant to
-    // that head (beside which it could be granted too) wakes nobody. Engine finding, open
-    // (README.md): allowed for while `bounds.turns_sleep`.
-    std::map<std::uint32_t, spans> with_turns; // per daemon run
     const auto blocking = [&](const request_record& r) -> const spans& {
-      const spans& own = r.hold == hold_kind::shared   ? of_writers(r.resource)
-                         : r.hold == hold_kind::permit ? of_permits(r.resource, r.permits)
-                         : r.hold == hold_kind::multi  ? of_set(queue, r.daemon_instance)
-                                                       : of_all(r.resource);
-      if (!bounds.turns_sleep || (r.hold != hold_kind::shared && r.hold != hold_kind::permit))
-        return own;
-      auto [it, fresh] = with_turns.try_emplace(r.daemon_instance);
-      if (fresh) {
-        spans in = own;
-        for (const std::uint32_t w : list)
-          if (h.requests[w].daemon_instance != r.daemon_instance)
-            in.emplace_back(h.requests[w].invoke,
-                            h.requests[w].invoke + h.requests[w].wait_ms * 1000);
-        it->second = merged(std::move(in));
-      }
-      return it->second;
+      return r.hold == hold_kind::shared   ? of_writers(r.resource)
+             : r.hold == hold_kind::permit ? of_permits(r.resource, r.permits)
+             : r.hold == hold_kind::multi  ? of_set(queue, r.daemon_instance)
+                                           : of_all(r.resource);
     };
 
     bool reported = false;

@@ -62,9 +62,6 @@ struct liveness_bounds {
   sim_time free_with_waiter = 300'000;  // a resource free this long while a waiter waits
   std::uint32_t passed_over = 8;        // grants to newer waiters while one is a daemon's head
   std::uint32_t passed_by_readers = 32; // shared grants to newer plain requests, past a writer
-  // A shared or permit waiter may sleep while another daemon's waiter of its queue waits (it
-  // yielded its turn, and that head's grant wakes nobody: README.md, an open engine finding).
-  bool turns_sleep = true;
 };
 // 5. Liveness, while everything is healthy (and has been for the longest TTL): a waiter that
 // heads its daemon's queue is not left waiting on what is free for its kind, and is not passed

@@ -217,6 +217,7 @@ class lock_engine {
   void dequeue(std::uint32_t slot, std::optional<clock_type::time_point> wake_next = std::nullopt,
                bool served = false);
   void unmark(const std::string& key);
+  void wake_yielded(const operation& op);
   // The wait mark of a queued LOCK's attempt (in marker_).
   wait_mark mark_of(const operation& op);
   // A waiter between attempts whose WAIT ran out: answered with its last failure.

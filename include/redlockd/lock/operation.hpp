@@ -90,6 +90,8 @@ struct acquisition {
   // The latest ticket the entry kept for the daemon's next waiter has on a master that granted
   // this attempt (kept_entry_ticket; 0: no master granted yet).
   std::uint64_t kept_ticket = 0;
+  // A master that granted this attempt reported another daemon's head waiting there.
+  bool rivals_marked = false;
   std::string last_failure; // the reply to give if the wait runs out
   // LABEL: stored after the owner in the hold's value (empty: none).
   std::string label;

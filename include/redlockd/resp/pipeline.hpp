@@ -25,6 +25,7 @@ enum class request_kind : std::uint8_t {
   quarantine_mark, // sets this daemon's mark on a quarantined node (seed.lua); op: that node
   cleanup,         // a release nobody waits for; op: its entry in the engine's cleanup table
   unmark,          // a daemon's entry taken out of a wait marker; nobody waits for the answer
+  wake_yielded,    // heads woken beside a granted reader or permit; nobody waits for the answer
   // Sent by the status reader (STATUS): a plain PTTL.
   status,
   // Sent by the lock operator (lock_operator.hpp): BREAK's deletion, one step of LIST's SCAN.

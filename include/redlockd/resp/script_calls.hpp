@@ -76,6 +76,11 @@ void append_release(std::string& out, script_by by, std::string_view key, std::s
 // without it.
 void append_unmark(std::string& out, script_by by, std::string_view marker, std::string_view key,
                    std::string_view daemon_id, std::string_view wake_channel);
+// Wakes, on `wake_channel`, the other daemons' heads that yielded their turn to this daemon's
+// head with `ticket`, granted lock `key` (a reader, a permit: they may go in beside it).
+void append_wake_yielded(std::string& out, script_by by, std::string_view marker,
+                         std::string_view key, std::string_view daemon_id, std::uint64_t ticket,
+                         std::string_view wake_channel);
 void append_extend(std::string& out, script_by by, std::string_view key, const register_keys& keys,
                    std::string_view owner, std::uint64_t ttl_ms);
 void append_fence_bump(std::string& out, script_by by, const register_keys& keys,

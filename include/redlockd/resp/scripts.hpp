@@ -33,8 +33,11 @@ enum class script : std::size_t {
   list_step = 18,
   // STATUS's read: PTTL and the label (src/lua/status.lua).
   status_read = 19,
+  // Wakes the heads that yielded their turn to a granted reader or permit
+  // (src/lua/wake_yielded.lua).
+  wake_yielded = 20,
 };
-inline constexpr std::size_t script_count = 20;
+inline constexpr std::size_t script_count = 21;
 
 // Script source text.
 std::string_view script_source(script s);

@@ -246,10 +246,11 @@ local function wait_turn(t, releasing, behind, try, first_in_line, holders_left,
     if first then
       local turn = until_next_try(first - now, stay)
       -- With `beside` (readers, permits) and nothing but that head's turn in the way, it could
-      -- be granted beside that head once the head is in, and that grant wakes nobody (a wake
-      -- from a grant on some masters only would start attempts that fail, again and again:
-      -- simulator, --mix shared): it looks again after the slack, not at the head's entry's end
-      -- (seeds 10 --mix shared and --mix permit: 327 ms and more on a free lock). Where that
+      -- be granted beside that head once the head is in. That head's daemon wakes it once a
+      -- majority granted (wake_yielded.lua; this script's grant wakes nobody: a grant on some
+      -- masters only would start attempts that fail, again and again). Where that wake is lost,
+      -- it looks again after the slack, not at the head's entry's end (seeds 10 --mix shared
+      -- and --mix permit: 327 ms and more on a free lock, before the wake). Where that
       -- head's try is due or under way (its entry ends within the slack), half the slack: its
       -- round is decided by then, and the entry's end came a slack after that grant (simulator
       -- seed 56 --mix shared: a reader asleep 237 ms beside readers only).

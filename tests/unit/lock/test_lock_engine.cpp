@@ -2397,6 +2397,48 @@ TEST_CASE("the next waiter takes the place a grant kept for it: the latest kept 
         std::to_string(proposal + 6)); // kept for the whole wait
 }
 
+TEST_CASE("a reader's grant, once decided, wakes the other daemons' heads that yielded their turn "
+          "to it, and a writer's, or one where no master reported another daemon's head, wakes "
+          "nobody",
+          "[engine][wake][fairness]") {
+  // A head that yields to an older head sleeps until about that head's next try, and the
+  // older head's grant wakes nobody on the masters: readers of three daemons went in one after
+  // another, each asleep on a free lock until the one before it was granted (simulator seeds
+  // 300018 and 300091 --mix shared). A reader (or a permit) beside which they could go in
+  // wakes them once a majority granted it.
+  const auto shared = [](lock_request req) {
+    req.mode = lock_mode::shared;
+    return req;
+  };
+  const auto wakes_after = [&](lock_request req, std::uint64_t rival_on_node_2) {
+    fixture f;
+    auto a = std::make_shared<captured_replies>();
+    f.engine.lock(req, a, 0);
+    const auto attempt = args_of(f.nodes.of(request_kind::acquire).back().bytes);
+    f.answer(0, request_kind::acquire, granted_beside(0, 0));
+    f.answer(1, request_kind::acquire, granted_beside(0, rival_on_node_2 == 0 ? 0 : 9));
+    CHECK(f.count_sent(request_kind::wake_yielded) == 0); // not decided yet
+    f.answer(2, request_kind::acquire, granted_beside(0, rival_on_node_2));
+    REQUIRE(a->lines.size() == 1);
+    CHECK(a->lines[0].starts_with("OK "));
+    return std::pair{f.nodes.of(request_kind::wake_yielded), attempt};
+  };
+  const auto [wakes, attempt] = wakes_after(shared(waiting_lock("r", 1000, 8000)), 7);
+  REQUIRE(wakes.size() == 5); // every master: its subscribers are woken by its own publish
+  const auto wake = args_of(wakes[0].bytes);
+  REQUIRE(wake.size() == 8);
+  CHECK(wake[1] == script_sha(script::wake_yielded));
+  CHECK(wake[3] == fixture().cfg.fence_key + ":waiting:r");
+  CHECK(wake[4] == "r");
+  CHECK(wake[5] == attempt[11]); // this daemon's id
+  CHECK(wake[6] == attempt[12]); // the granted head's ticket: the heads after it are woken
+  CHECK(wake[7] == fixture().cfg.fence_key + ":wake");
+  // Nobody else's head marked where it was granted: nothing to wake.
+  CHECK(wakes_after(shared(waiting_lock("r", 1000, 8000)), 0).first.empty());
+  // A writer: nobody could go in beside it.
+  CHECK(wakes_after(waiting_lock("r", 1000, 8000), 7).first.empty());
+}
+
 TEST_CASE("a wake-up without a waiter, or for a waiter that left, does nothing", "[engine][wake]") {
   fixture f;
   f.engine.on_released("r");
