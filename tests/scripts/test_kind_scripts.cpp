@@ -268,6 +268,29 @@ TEST_CASE("an exclusive grant is refused by live readers, and a waiting writer l
   CHECK(m.pttl("r write-intent") == -2);
 }
 
+TEST_CASE("a waiting writer's intent lasts until about its next try plus the slack, not for the "
+          "rest of its wait, so that a crashed daemon's intent keeps readers out no longer "
+          "(simulator seed 9109146)",
+          "[scripts][shared]") {
+  master m;
+  shared_lock(m, reader_a, 1000);
+  const std::string marker = "redlockd:fence:waiting:r";
+  // Refused by a reader with 1 s left, it tries again in about 1 s: the intent lasts that long
+  // plus 1 % and the slack (200 ms), not the 9 s its writer still waits.
+  CHECK(field(m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+                     {"writer-1", "5000", "8", "9000", "d1d1d1d1d1d1d1d1", "8", "200", "0"}),
+              0) == 0);
+  CHECK(m.pttl("r write-intent") > 900);
+  CHECK(m.pttl("r write-intent") <= 1210);
+  // Never past its wait: with 300 ms left, 300 ms.
+  m.run({"DEL", "r write-intent"});
+  CHECK(field(m.eval(script::acquire_wait, {"r", fence, max_ttl, marker},
+                     {"writer-1", "5000", "10", "300", "d1d1d1d1d1d1d1d1", "8", "200", "0"}),
+              0) == 0);
+  CHECK(m.pttl("r write-intent") > 0);
+  CHECK(m.pttl("r write-intent") <= 300);
+}
+
 TEST_CASE("readers hold the lock key as their guard: an exclusive SET NX, a LOCK's or a standard "
           "Redlock client's, is refused for the time the readers have left, and goes through once "
           "they are gone",
