@@ -651,10 +651,15 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
       continue;
     const sim_time ttl = static_cast<sim_time>(g.ttl_ms) * 1000;
     if (g.result != outcome::ok) {
-      // A grant its client never saw (written too late) still holds the masters.
+      // A grant its client never saw (written too late, or lost with its connection or daemon)
+      // still holds the masters: a lease for its TTL; a KEEP lock, renewed until its line was
+      // due (written expired, which releases it) or its connection or daemon ended, for its TTL
+      // after that (seed 9502776: one behind its client's earlier WAIT held a lock 1 s).
       if (g.attempt_start >= 0)
         for (const std::uint32_t resource : resources_of(g)) {
-          const sim_time end = g.attempt_start + ttl + drift_allowance(h, g.ttl_ms) + delay;
+          const sim_time last =
+              g.keep ? std::max(g.attempt_start, completion(h, g)) : g.attempt_start;
+          const sim_time end = last + ttl + drift_allowance(h, g.ttl_ms) + delay;
           occupied[resource].push_back({g.attempt_start, end, end, none, g.hold});
         }
       continue;
@@ -757,9 +762,13 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
         r.result != outcome::permits_mismatch)
       waiters[queue_of(r)].push_back(i);
   }
-  // When a waiter left its queue: its winning round, its answer, its wait's end.
+  // When a waiter left its queue: its winning round, its answer (when the engine gave it: the
+  // line may come later, behind earlier replies, or never where its daemon or connection ended
+  // first; seed 9501211, an ERR for a KEEP WAIT lost with its daemon), its wait's end.
   const auto left_queue = [&](const request_record& r) {
     sim_time left = std::min(completion(h, r), r.invoke + r.wait_ms * 1000);
+    if (r.decided >= 0)
+      left = std::min(left, r.decided);
     if (r.attempt_start >= 0)
       left = std::min(left, r.attempt_start);
     return left;

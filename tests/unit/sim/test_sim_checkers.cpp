@@ -335,6 +335,40 @@ TEST_CASE("liveness: a grant written too late lock-delays the name on its own da
   CHECK(has(check_liveness(history_with(1, true)), "liveness"));  // KEEP: released, undelayed
 }
 
+TEST_CASE("liveness: a waiter the engine answered at once is not waiting, though its line never "
+          "came (seed 9501211)",
+          "[sim]") {
+  // Client 1 pipelines a LOCK ... WAIT behind a request whose answer never comes (its daemon
+  // crashed): the engine refused it at once (an ERR), the line sat behind the other.
+  builder b;
+  const auto w = b.waiter(1, 0, 10'000 * ms, 10'000 * ms, outcome::pending, 2'000);
+  b.h.requests[w].reply = -1;
+  CHECK(has(check_liveness(b.h), "liveness")); // as if it waited 2 s on a free lock
+  b.h.requests[w].decided = 10'000 * ms;
+  CHECK(check_liveness(b.h).empty());
+}
+
+TEST_CASE("liveness: a KEEP grant its client never saw holds the lock until its connection "
+          "ended, not for its first TTL only (seed 9502776)",
+          "[sim]") {
+  // Client 0 (daemon 0) was granted a KEEP lock at 10 s behind an earlier WAIT of its own; the
+  // daemon renewed it until 12 s, when its connection ended unseen. Client 1 (daemon 1) waits
+  // from 10.5 s to 12.5 s.
+  const auto history_with = [](bool keep) {
+    builder b;
+    const auto unseen = b.grant(0, 0, 10'000 * ms, 950, 1, 'a', keep);
+    b.h.requests[unseen].result = outcome::pending;
+    b.h.requests[unseen].reply = -1;
+    b.h.requests[unseen].validity_ms = 0;
+    b.h.requests[unseen].fence = 0;
+    b.h.connections[0].ended = 12'000 * ms;
+    b.waiter(1, 0, 10'500 * ms, 12'500 * ms, outcome::busy, 2'000);
+    return b.h;
+  };
+  CHECK(check_liveness(history_with(true)).empty());
+  CHECK(has(check_liveness(history_with(false)), "liveness")); // a lease: free from about 11 s
+}
+
 TEST_CASE("bounded work: script calls far beyond what the requests account for fail", "[sim]") {
   builder b;
   b.waiter(1, 0, 10'000 * ms, 11'000 * ms, outcome::busy, 1000);
