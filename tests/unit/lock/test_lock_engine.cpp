@@ -2273,6 +2273,33 @@ TEST_CASE("a waiter that leaves keeps the daemon's mark on a member another of i
   CHECK(args_of(last[0].bytes)[4] == "b");
 }
 
+TEST_CASE("a set that leaves makes this daemon's heads on its members try now, to mark the entry "
+          "its attempts wrote as they need it (seed 9505971)",
+          "[engine][wake][fairness][sets]") {
+  // The daemon's entry on a member's mark is shared by its waiters there; a set's refused
+  // attempt writes it to last as the set's wait does. When that wait ran out, the entry ended
+  // with it, and another daemon's release of the member woke nobody: the member's head slept
+  // its hint (940 ms) on a free lock.
+  fixture f;
+  auto set_waiter = std::make_shared<captured_replies>();
+  auto member_waiter = std::make_shared<captured_replies>();
+  f.engine.lock(waiting_lock("b", 10000, 8000), member_waiter, 0);
+  f.answer_all(request_kind::acquire, refused(5000), 3); // sleeps about 5 s
+  mlock_request set;
+  set.resources = {"a", "b"};
+  set.ttl_ms = 10000;
+  set.wait_ms = 1000;
+  f.engine.mlock(set, set_waiter, 0);
+  f.answer_all(request_kind::acquire, refused(9000), 3);
+  f.nodes.sent.clear();
+  f.advance(1001ms); // the set's wait runs out
+  REQUIRE(set_waiter->lines.count(0) == 1);
+  const auto attempts = f.nodes.of(request_kind::acquire);
+  REQUIRE(attempts.size() == 5); // b's head tries now, not in 4 s
+  CHECK(args_of(attempts[0].bytes)[3] == "b");
+  CHECK(member_waiter->lines.empty());
+}
+
 TEST_CASE("a set attempt that failed on a minority wakes this daemon's waiters its keys may have "
           "refused a few times per release",
           "[engine][wake][sets]") {
