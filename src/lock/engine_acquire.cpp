@@ -371,18 +371,18 @@ void lock_engine::dequeue(std::uint32_t slot, std::optional<clock_type::time_poi
   if (!op.lock.queued)
     return;
   op.lock.queued = false;
-  if (op.hold_kind == lock_kind::multi)
+  if (op.hold_kind == lock_kind::multi) {
     --set_waiters_;
-  // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
-  if (queues_.leave(op.key, {slot, op.serial}) && wake_next)
-    wake_head(op.key, *wake_next);
-  if (op.hold_kind == lock_kind::multi && traits_of(op.hold_kind).leaves_marks)
     // A set's attempts wrote this daemon's entry on each member's mark, which the heads of its
     // queues on those members share, lasting as the set needed it: they try now and mark it
     // as they need it (simulator seed 9505971: a set's wait ran out, the entry ended with it,
     // and another daemon's release of a member woke nobody; its head slept 940 ms).
     for (const std::string_view member : members_of(op.key))
       wake_head(std::string(member), now_());
+  }
+  // Only the head tries: a new head gets its turn, or it would sleep until its own deadline.
+  if (queues_.leave(op.key, {slot, op.serial}) && wake_next)
+    wake_head(op.key, *wake_next);
   // The last waiter here left without the lock: this daemon's entry must not hold other
   // daemons' waiters back (best effort; otherwise it ends with its short life). A grant took it
   // out on the masters that granted.
