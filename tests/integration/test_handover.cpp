@@ -12,8 +12,8 @@
 using namespace redlockd::test;
 using namespace std::chrono_literals;
 
-TEST_CASE("a hand-over notices a master that lost the releaser's key, as a plain UNLOCK does: "
-          "no second holder",
+TEST_CASE("a hand-over notices a master that lost the releaser's key, as a plain UNLOCK does, "
+          "so there is no second holder",
           "[integration][handover][quarantine]") {
   fleet_and_daemon env;
   // r1 and r2 are held on masters 0, 1 and 2 only: someone else held them on 3 and 4 for a

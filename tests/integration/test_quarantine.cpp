@@ -204,7 +204,7 @@ TEST_CASE("a master that loses its data again during its quarantine is quarantin
 }
 
 TEST_CASE("a master emptied by FLUSHALL while the daemon stays connected does not vote for the "
-          "next LOCK: no second holder",
+          "next LOCK, so there is no second holder",
           "[integration][quarantine]") {
   // The simulator's seed 24695: a FLUSHALL while daemons stay connected was seen only at a
   // reconnection or when the master said it lost a key of a lock that daemon granted, and the

@@ -158,7 +158,7 @@ TEST_CASE("a shorter reader never shortens the set another reader relies on (R2)
 }
 
 TEST_CASE("an exclusive owner whose key is gone with the readers' guard in its place hears gone "
-          "(-1), not another owner, from every exclusive path: key-loss detection",
+          "(-1), not another owner, from every exclusive path (key-loss detection)",
           "[scripts][shared]") {
   // A master lost an exclusive lock's key (or a set's member) early; a reader was then granted
   // there. The owner's renewal, release or hand-over must still report the key gone, for the
@@ -338,7 +338,7 @@ TEST_CASE("readers hold the lock key as their guard: an exclusive SET NX, a LOCK
 }
 
 TEST_CASE("a writer's intent goes with its daemon's unmark, not with another daemon's "
-          "(simulator seed 114: readers waited on a writer that had given up)",
+          "(simulator seed 114, where readers waited on a writer that had given up)",
           "[scripts][shared]") {
   master m;
   shared_lock(m, reader_a, 4000);
@@ -467,7 +467,7 @@ TEST_CASE("a permit's head that yields to an older head tries when that head's e
 }
 
 TEST_CASE("a reader or a permit that yields only to an older head's turn looks again after the "
-          "slack, not at the end of that head's entry: its grant, beside which they could be "
+          "slack, not at the end of that head's entry, as its grant, beside which they could be "
           "granted, wakes nobody (simulator seeds 10 --mix shared and --mix permit)",
           "[scripts][shared][permits]") {
   master m;

@@ -1481,7 +1481,7 @@ TEST_CASE("a fleet read counts only masters that kept their data", "[engine][qua
 }
 
 TEST_CASE("a new fleet's read asks again at once when a master it could not ask becomes usable "
-          "(CI: a daemon whose masters' handshakes ended one after the other waited 20 node "
+          "(in CI, a daemon whose masters' handshakes ended one after the other waited 20 node "
           "timeouts)",
           "[engine][quarantine]") {
   fixture f(0, false);
@@ -1514,7 +1514,7 @@ TEST_CASE("a new fleet's read asks again at once when a master it could not ask 
 }
 
 TEST_CASE("a new fleet's masters seeded one after the other do not hold back the others' reads "
-          "(CI: master 4 down, masters 1 and 3 seeded while 0 and 2 read, forever)",
+          "(in CI, master 4 down, masters 1 and 3 seeded while 0 and 2 read, forever)",
           "[engine][quarantine]") {
   fixture f(0, false);
   f.nodes.up[4] = false; // never answers
