@@ -574,7 +574,14 @@ void lock_engine::decide(std::uint32_t slot) {
         lock_released(key, now_()); // the lock is free: the head waiter goes now, no polling
     } else {
       ++counters_.notheld;
+      // Deleted on some masters all the same (another lost its key, or only a minority held
+      // it): the masters publish only for other daemons' heads, so this daemon's head tries
+      // now, or it sleeps the old holder's TTL on a lock a majority may no longer hold.
+      const bool freed_somewhere = op.tally.yes() > 0 && !op.handing.active;
+      const std::string key = op.key;
       finish(slot, format_notheld());
+      if (freed_somewhere)
+        lock_released(key, now_());
     }
     return;
   case op_kind::extend:

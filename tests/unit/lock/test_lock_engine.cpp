@@ -2125,6 +2125,40 @@ TEST_CASE("a lock released here while the head's attempt is in flight makes it t
   CHECK(waiter->lines[0].starts_with("OK "));
 }
 
+TEST_CASE("an UNLOCK answered NOTHELD that deleted its key on some masters makes the head try "
+          "again at once",
+          "[engine][wait][quarantine]") {
+  // CI (ASan) of 6287875, the integration test of a hand-over beside a master that lost its
+  // data: the head's attempt was in flight, so the UNLOCK released without handing over; it
+  // deleted the key on two masters, found it gone on a third (NOTHELD), and woke nobody here
+  // (the masters publish only for other daemons' heads). The head slept the old holder's TTL
+  // on a lock that a majority no longer held.
+  fixture f;
+  auto holder = std::make_shared<captured_replies>();
+  auto waiter = std::make_shared<captured_replies>();
+  f.engine.lock(lock_of("r", 30000), holder, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(holder->lines[0].starts_with("OK "));
+  f.engine.lock(waiting_lock("r", 10000, 20000), waiter, 0);
+  REQUIRE(f.count_sent(request_kind::acquire) == 5 + 5); // its attempt is in flight
+  f.engine.unlock(unlock_request{"r", owner_in(holder->lines[0])}, holder, 1);
+  f.answer(0, request_kind::release, ":1\r\n");
+  f.answer(1, request_kind::release, ":1\r\n");
+  f.answer(2, request_kind::release, ":-1\r\n"); // emptied by FLUSHALL
+  f.answer(3, request_kind::release, ":0\r\n");
+  f.answer(4, request_kind::release, ":0\r\n");
+  REQUIRE(holder->lines[1] == "NOTHELD\n");
+  f.answer_all(request_kind::acquire, refused(29000), 3); // it reached them before the UNLOCK
+  CHECK(waiter->lines.empty());
+  f.nodes.sent.clear();
+  f.advance(0us);
+  REQUIRE(f.count_sent(request_kind::acquire) >= 4);
+  for (std::size_t node = 0; node < 5; ++node)
+    if (f.last_tag(node, request_kind::acquire).generation != 0)
+      f.answer(node, request_kind::acquire, granted(1));
+  CHECK(waiter->lines[0].starts_with("OK "));
+}
+
 TEST_CASE("a wake-up replaces the pending retry: no stale timer adds an attempt",
           "[engine][wake]") {
   // Issue 21, suspected: on_released started an attempt while the retry timer of the last
