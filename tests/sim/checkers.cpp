@@ -780,9 +780,11 @@ std::vector<violation> check_liveness(const history& h, const liveness_bounds& b
     if (h.requests[i].kind == client_op::lock)
       for (const std::uint32_t resource : resources_of(h.requests[i]))
         requests_on[resource].push_back(i);
-  // Sets take no turns in effect: a set's attempt that fails refuses a waiter as a holder
-  // would, its cleanup wakes nobody, and the waiter sleeps that key's TTL. Open engine finding
-  // (README.md): allowed for, for every waiter on a member.
+  // A set holds back waiters on its members twice, as PROTOCOL.md says: while it waits, its
+  // turn on every member (another daemon's younger head yields to it on a free member while
+  // the set waits for another one); and an attempt of it that failed refuses a waiter as a
+  // holder would, its cleanup wakes nobody, and the waiter sleeps that key's TTL. Allowed for,
+  // for every waiter on a member, from the set's request to its end plus its TTL (README.md).
   const auto set_attempts = [&](std::uint32_t resource, spans& in) {
     for (const std::uint32_t i : requests_on[resource])
       if (h.requests[i].hold == hold_kind::multi)
