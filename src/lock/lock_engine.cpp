@@ -574,10 +574,15 @@ void lock_engine::decide(std::uint32_t slot) {
         lock_released(key, now_()); // the lock is free: the head waiter goes now, no polling
     } else {
       ++counters_.notheld;
-      // Deleted on some masters all the same (another lost its key, or only a minority held
-      // it): the masters publish only for other daemons' heads, so this daemon's head tries
-      // now, or it sleeps the old holder's TTL on a lock a majority may no longer hold.
-      const bool freed_somewhere = op.tally.yes() > 0 && !op.handing.active;
+      // It may have deleted the key on some masters all the same (another lost its key, or only
+      // a minority held it): where a master said so, where one has not answered yet (NOTHELD is
+      // decided once a majority cannot say yes), and for a set (multi_release deletes the
+      // members it finds and answers 0 or -1 if one is missing). The masters publish only for
+      // other daemons' heads: this daemon's head tries now, or it sleeps the old holder's TTL
+      // on a lock a majority may no longer hold. At most one wake per UNLOCK (issue 21).
+      const bool freed_somewhere =
+          !op.handing.active &&
+          (op.tally.yes() > 0 || op.tally.pending() > 0 || op.hold_kind == lock_kind::multi);
       const std::string key = op.key;
       finish(slot, format_notheld());
       if (freed_somewhere)
