@@ -574,6 +574,9 @@ void lock_engine::decide(std::uint32_t slot) {
         lock_released(key, now_()); // the lock is free: the head waiter goes now, no polling
     } else {
       ++counters_.notheld;
+      // Its client stopped work all the same: the lease's end must not lock-delay the name as
+      // a holder's that vanished would (only an UNLOCK's absence says a holder may be at work).
+      leases_.release(op.key, op.owner);
       // It may have deleted the key on some masters all the same (another lost its key, or only
       // a minority held it): where a master said so, where one has not answered yet (NOTHELD is
       // decided once a majority cannot say yes), and for a set (multi_release deletes the

@@ -1298,6 +1298,18 @@ TEST_CASE("lock-delay follows a dropped KEEP connection and an expiry, not an UN
   f.nodes.sent.clear();
   f.engine.lock(lock_of("k", 3000), other, 5);
   CHECK(f.count_sent(request_kind::acquire) == 5);
+
+  // Nor does an UNLOCK answered NOTHELD (its key lost on three masters): its client stopped
+  // work all the same, and its lease's end is no sign of a holder at work (a review).
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(other->lines[5].starts_with("OK "));
+  f.engine.unlock(unlock_request{"k", owner_in(other->lines[5])}, other, 6);
+  f.answer_all(request_kind::release, ":-1\r\n", 3);
+  REQUIRE(other->lines[6] == "NOTHELD\n");
+  f.advance(3001ms);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("k", 3000), other, 7);
+  CHECK(f.count_sent(request_kind::acquire) == 5);
 }
 
 TEST_CASE("no node votes until the fleet is known from a majority of intact masters",
