@@ -564,38 +564,35 @@ void lock_engine::decide(std::uint32_t slot) {
     decide_renewal(slot);
     return;
   case op_kind::unlock:
-    if (judge_release(op.tally).what == verdict::kind::granted) {
-      ++counters_.released;
-      leases_.release(op.key, op.owner);
-      const std::string key = op.key;
-      const bool handed = op.handing.active; // its head took part in this very round
-      finish(slot, format_ok());
-      if (!handed)
-        lock_released(key, now_()); // the lock is free: the head waiter goes now, no polling
-    } else {
-      ++counters_.notheld;
-      // Its client stopped work all the same: the lease's end must not lock-delay the name as
-      // a holder's that vanished would (only an UNLOCK's absence says a holder may be at work).
-      leases_.release(op.key, op.owner);
-      // It may have deleted the key on some masters all the same (another lost its key, or only
-      // a minority held it): where a master said so, where one has not answered yet (NOTHELD is
-      // decided once a majority cannot say yes), and for a set (multi_release deletes the
-      // members it finds and answers 0 or -1 if one is missing). The masters publish only for
-      // other daemons' heads: this daemon's head tries now, or it sleeps the old holder's TTL
-      // on a lock a majority may no longer hold. At most one wake per UNLOCK (issue 21).
-      const bool freed_somewhere =
-          !op.handing.active &&
-          (op.tally.yes() > 0 || op.tally.pending() > 0 || op.hold_kind == lock_kind::multi);
-      const std::string key = op.key;
-      finish(slot, format_notheld());
-      if (freed_somewhere)
-        lock_released(key, now_());
-    }
+    decide_unlock(slot);
     return;
   case op_kind::extend:
     decide_extend(slot);
     return;
   }
+}
+
+void lock_engine::decide_unlock(std::uint32_t slot) {
+  operation& op = slots_[slot];
+  const bool released = judge_release(op.tally).what == verdict::kind::granted;
+  ++(released ? counters_.released : counters_.notheld);
+  // Its client stopped work either way: the lease's end must not lock-delay the name as a
+  // holder's that vanished would (only an UNLOCK's absence says a holder may be at work).
+  leases_.release(op.key, op.owner);
+  // The head waiter goes now, no polling, where the lock may be free: a hand-over's head took
+  // part in this very round; NOTHELD may have deleted the key on some masters all the same
+  // (another lost its key, or only a minority held it): where a master said so, where one has
+  // not answered yet (NOTHELD is decided once a majority cannot say yes), and for a set
+  // (multi_release deletes the members it finds and answers 0 or -1 if one is missing). The
+  // masters publish only for other daemons' heads: without this, the head sleeps the old
+  // holder's TTL on a lock a majority may no longer hold. At most one wake per UNLOCK (issue 21).
+  const bool may_be_free =
+      released || op.tally.yes() > 0 || op.tally.pending() > 0 || op.hold_kind == lock_kind::multi;
+  const bool wake = may_be_free && !op.handing.active;
+  const std::string key = op.key;
+  finish(slot, released ? format_ok() : format_notheld());
+  if (wake)
+    lock_released(key, now_());
 }
 
 void lock_engine::decide_extend(std::uint32_t slot) {

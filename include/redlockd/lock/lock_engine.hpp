@@ -170,6 +170,7 @@ class lock_engine {
   // The round's votes as its kind decides them: a permit's acquire by slot (same_slot_view,
   // which also sets the winning slot), every other round as counted.
   const vote_tally& votes_of(std::uint32_t slot);
+  void decide_unlock(std::uint32_t slot);
   void decide_extend(std::uint32_t slot);
   std::int64_t validity_now(const operation& op) const;
   bool eligible(std::size_t node) const {
