@@ -2115,19 +2115,48 @@ TEST_CASE("a release published while the head's attempt is in flight makes it tr
 TEST_CASE("a lock released here while the head's attempt is in flight makes it try again at once "
           "when that attempt fails",
           "[engine][wait]") {
-  // Issue 21, case 4: a KEEP lock that ends, a grant nobody takes or an UNLOCK while the head
-  // tries (and fails on the old holder): the head slept the old holder's TTL.
+  // Issue 21, case 4: a KEEP lock that ends (staging 0), a grant whose client left while it was
+  // in flight (1) or a KEEP grant whose line was written too late (2, grant_expired), while the
+  // head tries and fails on the old holder: the head slept the old holder's TTL. 1 and 2 were
+  // found by reading; each fails when retry_head stops marking the head woken.
+  const int staging = GENERATE(0, 1, 2);
+  CAPTURE(staging);
+  struct grants_kept : captured_replies {
+    void deliver_grant(std::uint64_t seq, grant_reply grant, clock_type::time_point now) override {
+      grants.emplace(seq, grant);
+      captured_replies::deliver_grant(seq, std::move(grant), now);
+    }
+    std::map<std::uint64_t, grant_reply> grants;
+  };
   fixture f;
-  auto holder = std::make_shared<captured_replies>();
+  auto holder = std::make_shared<grants_kept>();
   auto waiter = std::make_shared<captured_replies>();
-  lock_request keep = lock_of("r", 10000);
-  keep.keep = true;
-  f.engine.lock(keep, holder, 0);
-  f.answer_all(request_kind::acquire, granted(0), 3);
-  REQUIRE(holder->lines[0].starts_with("OK "));
+  lock_request hold = lock_of("r", 10000);
+  hold.keep = staging != 1;
+  f.engine.lock(hold, holder, 0);
+  std::vector<request_tag> holders_round;
+  for (std::size_t node = 0; node < 5; ++node)
+    holders_round.push_back(f.last_tag(node, request_kind::acquire));
+  const auto grant_holder = [&] {
+    for (std::size_t node = 0; node < 3; ++node)
+      f.engine.on_reply(node, holders_round[node], decode(holders_round[node], *resp(granted(0))));
+  };
+  if (staging != 1) {
+    grant_holder();
+    REQUIRE(holder->lines[0].starts_with("OK "));
+  }
   f.engine.lock(waiting_lock("r", 10000, 8000), waiter, 0);
   REQUIRE(f.count_sent(request_kind::acquire) == 5 + 5); // its attempt is in flight
-  f.engine.client_gone(holder.get());                    // the KEEP lock ends meanwhile
+  if (staging == 0) {
+    f.engine.client_gone(holder.get()); // the KEEP lock ends meanwhile
+  } else if (staging == 1) {
+    f.engine.client_gone(holder.get()); // the client leaves, then its LOCK is granted
+    grant_holder();
+    CHECK(holder->lines.empty());
+  } else {
+    REQUIRE(holder->grants.count(0) == 1);
+    f.engine.grant_expired(holder->grants.at(0)); // its line came too late to be written
+  }
   f.answer_all(request_kind::acquire, refused(9000), 3);
   CHECK(waiter->lines.empty());
   f.nodes.sent.clear();
