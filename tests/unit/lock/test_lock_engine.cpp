@@ -1312,6 +1312,58 @@ TEST_CASE("lock-delay follows a dropped KEEP connection and an expiry, not an UN
   CHECK(f.count_sent(request_kind::acquire) == 5);
 }
 
+TEST_CASE("lock-delay follows a shared hold's and a permit's unclean end as an exclusive lock's",
+          "[engine][delay][kinds]") {
+  // Issue 23: lock-delay for every kind. A KEEP hold whose connection drops delays its name
+  // for every kind of request on this daemon; a shared hold released by UNLOCK does not.
+  const bool permit = GENERATE(false, true);
+  CAPTURE(permit);
+  const auto of_kind = [&](lock_request req) {
+    req.mode = permit ? lock_mode::permits : lock_mode::shared;
+    req.permits = permit ? 2 : 0;
+    return req;
+  };
+  const request_kind attempt = permit ? request_kind::acquire_slot : request_kind::acquire;
+  const std::string slot_granted = "*6\r\n:1\r\n$1\r\n0\r\n" + master_time + "$1\r\n0\r\n:0\r\n";
+  const std::string grant = permit ? slot_granted : granted(0);
+  fixture f(500);
+  lock_request keep = of_kind(lock_of("k", 3000));
+  keep.keep = true;
+  f.engine.lock(keep, f.client, 0);
+  f.answer_all(attempt, grant, 3);
+  REQUIRE(f.client->lines[0].starts_with("OK "));
+  f.engine.client_gone(f.client.get());
+  auto other = std::make_shared<captured_replies>();
+  f.nodes.sent.clear();
+  f.engine.lock(of_kind(lock_of("k", 3000)), other, 0); // the same kind
+  CHECK(other->lines[0] == "BUSY 500\n");
+  // An exclusive lock of that name: delayed behind shared holders, whose guard is its key; a
+  // semaphore and the lock of its name are apart (PROTOCOL.md), so not behind permits.
+  f.engine.lock(lock_of("k", 3000), other, 1);
+  if (permit) {
+    CHECK(other->lines.count(1) == 0);
+    REQUIRE(f.count_sent(request_kind::acquire) == 5);
+    f.answer_all(request_kind::acquire, granted(0), 3);
+    REQUIRE(other->lines[1].starts_with("OK "));
+  } else {
+    CHECK(other->lines[1] == "BUSY 500\n");
+  }
+  CHECK(f.count_sent(request_kind::acquire_slot) == 0);
+  if (!permit)
+    CHECK(f.count_sent(request_kind::acquire) == 0);
+  f.advance(500ms);
+  f.engine.lock(of_kind(lock_of("k", 3000)), other, 2);
+  f.answer_all(attempt, grant, 3);
+  REQUIRE(other->lines[2].starts_with("OK "));
+  // A clean UNLOCK of it leaves no delay.
+  f.engine.unlock(unlock_request{"k", owner_in(other->lines[2])}, other, 3);
+  f.answer_all(request_kind::release, ":1\r\n", 3);
+  REQUIRE(other->lines[3] == "OK\n");
+  f.nodes.sent.clear();
+  f.engine.lock(of_kind(lock_of("k", 3000)), other, 4);
+  CHECK(f.count_sent(attempt) == 5);
+}
+
 TEST_CASE("no node votes until the fleet is known from a majority of intact masters",
           "[engine][quarantine]") {
   fixture f(0, false);
