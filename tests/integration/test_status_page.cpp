@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,28 @@ TEST_CASE("/v1/status lists the masters, the valid locks granted here and the wa
     if (lock.at("resource") == "orders:42")
       CHECK(lock.at("fence") > old.fence);
   CHECK(after.at("waiting").at(0).at("waiters") == 1);
+}
+
+TEST_CASE("/v1/status names the kind of each lock of the family", "[integration][status]") {
+  fleet_with_metrics env;
+  line_client client(env.daemon.port());
+  std::vector<std::string> owners;
+  for (const std::string request :
+       {"LOCK doc 60000 SHARED", "LOCK pool 60000 PERMITS 2", "MLOCK 2 a b 60000"}) {
+    const auto grant = parse_lock_ok(client.request(request));
+    INFO(request);
+    REQUIRE(grant);
+    owners.push_back(grant->owner);
+  }
+  const http_response response = http_get(env.metrics_port, "/v1/status");
+  REQUIRE(response.status == 200);
+  for (const std::string& owner : owners)
+    CHECK(response.body.find(owner) == std::string::npos);
+  const nlohmann::json status = nlohmann::json::parse(response.body);
+  std::multiset<std::string> kinds;
+  for (const auto& lock : status.at("locks"))
+    kinds.insert(lock.at("kind").get<std::string>());
+  CHECK(kinds == std::multiset<std::string>{"multi", "permit", "shared"});
 }
 
 TEST_CASE("GET / is one HTML page without script that escapes what clients named",
