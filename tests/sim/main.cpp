@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
       const violation& first = wanted ? *wanted : result.violations.front();
       const std::string replay = (options.scenario.empty() ? "--seed " + std::to_string(seed)
                                                            : "--scenario " + options.scenario) +
-                                 (options.weaken.empty() ? "" : " --weaken " + options.weaken);
+                                 (options.weaken.empty() ? "" : " --weaken " + options.weaken) +
+                                 (options.mix.empty() ? "" : " --mix " + options.mix);
       std::printf("VIOLATION %s: %s: %s\n  setup: %s\n  replay: redlockd-sim %s\n",
                   options.scenario.empty() ? ("seed " + std::to_string(seed)).c_str()
                                            : ("scenario " + options.scenario).c_str(),
