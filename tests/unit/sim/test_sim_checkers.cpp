@@ -653,6 +653,26 @@ TEST_CASE("liveness: readers do not keep a reader waiting, a writer's wait is wh
   CHECK(check_liveness(c.h, lenient).empty());
 }
 
+TEST_CASE("liveness: a set's head waiter passed over again and again fails too", "[sim]") {
+  // Sets were left out of this check while they left no wait marks (until 447b206).
+  family_builder b;
+  const auto as_set = [&](std::uint32_t i) {
+    request_record& r = b.h.requests[i];
+    r.resource = 1;
+    r.hold = hold_kind::multi;
+    r.members = {1, 0, 0, 0};
+    r.member_count = 2;
+    r.owner = tagged(hold_kind::multi, 0, static_cast<char>('k' + i % 10));
+  };
+  as_set(b.waiter(1, 1, 10'000 * ms, 18'000 * ms, outcome::busy, 8'000));
+  for (int i = 0; i < 20; ++i) {
+    const sim_time at = 10'100 * ms + i * 400 * ms;
+    as_set(b.waiter(static_cast<std::uint32_t>(i % 2 == 0 ? 0 : 2), 1, at - 50 * ms, at,
+                    outcome::ok, 1000, static_cast<std::uint64_t>(i + 1)));
+  }
+  REQUIRE(has(check_liveness(b.h), "liveness"));
+}
+
 TEST_CASE("liveness: a permit waiter waits while all n are held, not once one is free", "[sim]") {
   family_builder b;
   b.permit(0, 10'000 * ms, 3000, 1, 0, 'a');
