@@ -446,6 +446,9 @@ simulation::simulation(const run_options& options)
   limits_.max_ttl_ms = setup_.cfg.max_ttl_ms;
   if (options.weaken == "readers-without-guard") // readers leave the lock key free (lib/shared.lua)
     lua_.rewrite("\n  guard_readers(key, now)\n", "\n");
+  if (options.weaken == "set-checks-first-member") // all or nothing on one member (lib/multi.lua)
+    lua_.rewrite("  for _, key in ipairs(keys) do\n    local left = redis.call('pttl', key)",
+                 "  for _, key in ipairs({keys[1]}) do\n    local left = redis.call('pttl', key)");
   log_ = std::make_shared<spdlog::logger>("sim");
   if (options.verbose) {
     log_->sinks().push_back(std::make_shared<virtual_time_sink>(clock_, "engine"));
@@ -1093,7 +1096,7 @@ void simulation::data_lost(std::size_t master, const std::vector<lost_key>& keys
 const std::vector<std::string>& weakenings() {
   static const std::vector<std::string> names = {
       "quorum-minus-one",   "no-quarantine",   "handover-skips-keyloss", "publish-on-cleanup",
-      "permits-per-master", "no-write-intent", "readers-without-guard"};
+      "permits-per-master", "no-write-intent", "readers-without-guard",  "set-checks-first-member"};
   return names;
 }
 
