@@ -304,6 +304,61 @@ TEST_CASE("two daemons - waiters on a lock held on a majority but free elsewhere
         1);
 }
 
+TEST_CASE("two daemons - a KEEP lock across a master paused 4.5 s: waiters try at the holder's "
+          "hints, not in a loop",
+          "[integration][wake]") {
+  // Issue 21, case 2, trigger (b): redlockd alone. The KEEP lock's renewals cannot reach the
+  // paused master, so its copy expires there; once it answers again the lock is free on it and
+  // held on the other four. Each waiter's attempt is granted there and refused by the majority;
+  // on c2376dd each cleanup published a wake-up there and every head tried again at once.
+  redis_fleet fleet;
+  daemon_process d1(fleet.addresses());
+  daemon_process d2(fleet.addresses());
+  REQUIRE(eventually([&] { return all_wake_subscribed(d1) && all_wake_subscribed(d2); }, 10s));
+  line_client holder(d1.port());
+  const lock_grant held = must_lock(holder, "LOCK keepjob 2000 KEEP");
+  line_client w1(d1.port());
+  line_client w2(d2.port());
+  w1.send("LOCK keepjob 1000 WAIT 15000\n");
+  w2.send("LOCK keepjob 1000 WAIT 15000\n");
+  REQUIRE(eventually([&] { return d1.info().at("waiters") == 1 && d2.info().at("waiters") == 1; }));
+  fleet.pause(0);
+  std::this_thread::sleep_for(4500ms);
+  fleet.resume(0);
+  // What master 0 runs from half a second after it answers again (the commands queued while it
+  // was stopped are behind it then) for two seconds.
+  std::this_thread::sleep_for(500ms);
+  const std::int64_t calls_before = script_calls(fleet, 0);
+  const std::int64_t publishes_before = publishes(fleet);
+  std::this_thread::sleep_for(2s);
+  const std::int64_t calls = script_calls(fleet, 0) - calls_before;
+  INFO("master 0 after it answered again: " << calls << " script calls in 2 s, state "
+                                            << node_state(d1.info(), fleet.address(0)) << " / "
+                                            << node_state(d2.info(), fleet.address(0)));
+  // Each waiter tries on the holder's hint (its remaining TTL, about 1.3-2 s), plus at most 3
+  // split retries per release it sees, each an attempt and a cleanup; the renewals add 3. A
+  // loop of wake-ups runs thousands of calls a second.
+  CHECK(calls <= 48);
+  CHECK(publishes(fleet) - publishes_before <= static_cast<std::int64_t>(fleet.size()));
+  // The KEEP lock still holds on a majority; once its holder lets go, a waiter gets it.
+  CHECK(holder.request("UNLOCK keepjob " + held.owner) == "OK");
+  line_client* first = nullptr;
+  std::optional<std::string> line;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!first && std::chrono::steady_clock::now() < deadline)
+    for (line_client* w : {&w1, &w2})
+      if (!first && (line = w->try_read_line(50ms)))
+        first = w;
+  REQUIRE(first);
+  const auto grant = parse_lock_ok(*line);
+  INFO("the first waiter's answer: " << *line);
+  REQUIRE(grant);
+  CHECK(first->request("UNLOCK keepjob " + grant->owner) == "OK");
+  line_client& second = first == &w1 ? w2 : w1;
+  second.set_timeout(10s);
+  CHECK(parse_lock_ok(second.read_line()));
+}
+
 TEST_CASE("a waiter whose attempt split the masters with another attempt tries again soon, not "
           "after that attempt's TTL",
           "[integration][wake]") {
