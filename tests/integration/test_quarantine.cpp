@@ -30,6 +30,9 @@ std::string second_lock_after_empty_restarts(fleet_and_daemon& env, const kind_c
   line_client holder = env.client();
   const auto grant = parse_lock_ok(holder.request(k.hold));
   REQUIRE(grant);
+  // The intruder's request conflicts with the hold: refused while every master keeps its data.
+  line_client intruder = env.client();
+  REQUIRE(starts_with(intruder.request(k.intrude), "BUSY "));
   for (std::size_t i = 0; i < 3; ++i) {
     env.fleet.kill(i);
     env.fleet.restart(i);
@@ -39,7 +42,6 @@ std::string second_lock_after_empty_restarts(fleet_and_daemon& env, const kind_c
     return count_nodes_in_state(env.daemon.info(), env.fleet.addresses(), "down") == 0 &&
            count_nodes_in_state(env.daemon.info(), env.fleet.addresses(), "connecting") == 0;
   }));
-  line_client intruder = env.client();
   return intruder.request(k.intrude);
 }
 

@@ -5,6 +5,7 @@
 #include "redlockd/lock/lock_kind.hpp"
 #include "redlockd/lock/redlock.hpp"
 #include "redlockd/resp/script_calls.hpp"
+#include "redlockd/resp/scripts.hpp"
 
 #include <spdlog/details/null_mutex.h>
 #include <spdlog/sinks/base_sink.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "clients.hpp"
@@ -444,11 +446,20 @@ simulation::simulation(const run_options& options)
                        : choose(random_, options.weaken, options.mix)) {
   limits_.min_ttl_ms = setup_.cfg.min_ttl_ms;
   limits_.max_ttl_ms = setup_.cfg.max_ttl_ms;
+  // The weakenings of the scripts: the masters compile the shipped text with one phrase changed.
+  // A phrase the shipped text no longer has would weaken nothing: that stops the run at once.
+  const auto rewrite = [&](script in, std::string from, std::string to) {
+    if (script_source(in).find(from) == std::string_view::npos)
+      throw std::logic_error("--weaken " + options.weaken + ": " + std::string(script_name(in)) +
+                             ".lua no longer has the text it rewrites");
+    lua_.rewrite(std::move(from), std::move(to));
+  };
   if (options.weaken == "readers-without-guard") // readers leave the lock key free (lib/shared.lua)
-    lua_.rewrite("\n  guard_readers(key, now)\n", "\n");
+    rewrite(script::shared_acquire, "\n  guard_readers(key, now)\n", "\n");
   if (options.weaken == "set-checks-first-member") // all or nothing on one member (lib/multi.lua)
-    lua_.rewrite("  for _, key in ipairs(keys) do\n    local left = redis.call('pttl', key)",
-                 "  for _, key in ipairs({keys[1]}) do\n    local left = redis.call('pttl', key)");
+    rewrite(script::multi_acquire,
+            "  for _, key in ipairs(keys) do\n    local left = redis.call('pttl', key)",
+            "  for _, key in ipairs({keys[1]}) do\n    local left = redis.call('pttl', key)");
   log_ = std::make_shared<spdlog::logger>("sim");
   if (options.verbose) {
     log_->sinks().push_back(std::make_shared<virtual_time_sink>(clock_, "engine"));
