@@ -254,6 +254,28 @@ TEST_CASE("permits: at most n, another n is refused, a killed holder's permit co
   CHECK(a.request("UNLOCK pool " + p2.owner) == "OK");
 }
 
+TEST_CASE("the same kill with the permit's key made to last never gives the permit back",
+          "[integration][kinds]") {
+  // The control of the killed holder's permit (the research note's T-c3 names none): what
+  // brings it back is its key's TTL on the masters. A semaphore that counts without expiry
+  // (Redisson's RSemaphore, issue 23) keeps a crashed holder's permit for good; here the slot's
+  // key loses its TTL on the masters that hold it, and a waiter never gets the permit.
+  fleet_and_daemon env;
+  auto killed = std::make_unique<line_client>(env.daemon.port());
+  const lock_grant p = must_lock(*killed, "LOCK slots 3000 PERMITS 1");
+  const std::string slot_key = "slots permit:" + std::to_string(std::stoi(owner_slot(p.owner)));
+  long long persisted = 0;
+  for (std::size_t i = 0; i < env.fleet.size(); ++i)
+    persisted += env.fleet.run(i, "PERSIST", slot_key).integer;
+  REQUIRE(persisted >= 3); // a majority holds it without expiry
+  killed.reset();
+  line_client waiter = env.client();
+  waiter.set_timeout(10s);
+  const std::string reply = waiter.request("LOCK slots 1000 PERMITS 1 WAIT 4500");
+  INFO("a waiter for a killed holder's permit whose key never expires: " << reply);
+  CHECK(starts_with(reply, "BUSY "));
+}
+
 TEST_CASE("a try-lock that names another n than a semaphore's waiters is refused PERMITS_MISMATCH",
           "[integration][kinds]") {
   // A try-lock behind waiters does not jump their queue; one that names another n than theirs
