@@ -90,6 +90,11 @@ void sim_client::on_connection_lost() {
 }
 
 std::uint32_t sim_client::pick_resource() {
+  if (w_.p_lost > 0 && random_.chance(w_.p_lost)) {
+    const std::vector<std::uint32_t> lost = world_.recently_lost();
+    if (!lost.empty())
+      return lost[random_.below(lost.size())];
+  }
   if (w_.cold_resources == 0 || random_.chance(w_.p_hot))
     return static_cast<std::uint32_t>(random_.below(w_.hot_resources));
   return w_.hot_resources + static_cast<std::uint32_t>(random_.below(w_.cold_resources));

@@ -28,6 +28,9 @@ struct workload {
   std::uint32_t hot_resources = 2; // the contended set: resources 0 .. hot-1
   std::uint32_t cold_resources = 500;
   double p_hot = 0.7;
+  // How often a client goes after a lock whose key a fault just destroyed on some master (the
+  // key-loss fault profile): where a second holder would come from if a daemon counted it.
+  double p_lost = 0;
   std::uint64_t ttl_min_ms = 200;
   std::uint64_t ttl_max_ms = 5000;
   double p_wait = 0.5;
@@ -65,6 +68,9 @@ class client_world {
   virtual void extended(std::uint32_t request) = 0;
   // A grant written too late: its client read NOQUORUM, the masters still hold it.
   virtual void grant_unseen(std::uint32_t request, const owner_id& owner) = 0;
+  // Locks (resource indices below hot + cold) whose hold a fault destroyed on some master
+  // within the longest TTL: the lost hold may still be valid.
+  virtual std::vector<std::uint32_t> recently_lost() const = 0;
 
  protected:
   ~client_world() = default;

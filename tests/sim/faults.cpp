@@ -66,9 +66,22 @@ void fault_injector::inject() {
     break;
   }
   case fault_kind::master_key_loss:
-    // Scenarios only: one key lost while the fence register stays is caught only by the daemon
-    // that granted the lock, at its holder's next UNLOCK or EXTEND (README), not fleet-wide.
-    return;
+    // Keys lost while the fence counter stays: caught only by the daemon that granted a lost
+    // lock, at its holder's next UNLOCK (handed over or not), EXTEND or renewal (PROTOCOL.md,
+    // quarantined:keyloss), not fleet-wide: the checkers excuse a daemon not told yet.
+    {
+      // Mostly where it matters: a master of a lease granted on a bare quorum.
+      const std::vector<std::size_t> fragile = books_.bare_quorum_masters();
+      const std::size_t at =
+          !fragile.empty() && random_.chance(0.8) ? fragile[random_.below(fragile.size())] : m;
+      master& where = *masters_[at];
+      if (!where.up() || !books_.loss_allowed(at))
+        return;
+      f.target = static_cast<std::uint32_t>(at);
+      books_.data_lost(at, where.lose_keys_with_ttl(random_, 0.2 + 0.8 * random_.unit()), false,
+                       false);
+      break;
+    }
   case fault_kind::master_flushall:
     if (!target.up() || !books_.loss_allowed(m))
       return;

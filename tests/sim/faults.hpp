@@ -40,6 +40,9 @@ class fault_books {
   // Whether a data loss on `master` now would leave fewer than a majority of masters that kept
   // their data (lost data neither expired nor re-seeded yet).
   virtual bool loss_allowed(std::size_t master) const = 0;
+  // The masters that granted a lease still valid on exactly a quorum of masters: a loss there
+  // leaves it on fewer, which only key-loss detection can see (a targeted nemesis).
+  virtual std::vector<std::size_t> bare_quorum_masters() const = 0;
 
  protected:
   ~fault_books() = default;

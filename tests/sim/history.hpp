@@ -109,7 +109,7 @@ struct connection_record {
 enum class fault_kind : std::uint8_t {
   master_crash, // down; `flag`: restarted with its data (else empty)
   master_flushall,
-  master_key_loss, // one key deleted, the rest kept (scenarios only)
+  master_key_loss, // keys deleted, the fence counter kept
   master_pause,
   master_slow,
   master_clock_jump, // `amount_us`: signed

@@ -77,6 +77,11 @@ class keyspace {
   // and a key whose time has come is gone for every command).
   stored* find(std::string_view key, std::int64_t now_ms);
   stored& create(std::string_view key); // replaces any value
+  // The value stored under `key`, expired or not, without expiring it (the books' view).
+  const stored* peek(std::string_view key) const {
+    const auto it = map_.find(key);
+    return it == map_.end() ? nullptr : &it->second;
+  }
   bool erase(std::string_view key) {
     const auto it = map_.find(key);
     if (it == map_.end())

@@ -12,6 +12,8 @@
 //   --scenario NAME     a scripted run (tests/sim/scenarios.cpp) instead of a seed's
 //   --mix KIND          the clients take mostly KIND (exclusive, shared, permit, set) or a mix
 //                       (mixed), whatever the seed chose (simulation.cpp: choose_kinds)
+//   --faults PROFILE    the seed's faults drawn as PROFILE says (none, mixed, key-loss,
+//                       restarts: simulation.cpp, choose), whatever profile the seed drew
 //   --verbose           the engines' logs and the scripts the masters run, in virtual time
 // On a violation: the seed, the checker and the resource's recent history; exit 1. The last line
 // is always "sim: <operations> operations, <seeds> seeds, <violations> violations".
@@ -35,7 +37,8 @@ namespace {
   std::fprintf(
       stderr,
       "redlockd-sim: %s\nusage: redlockd-sim (--seed S | --seeds N [--from S] | --minutes T "
-      "[--from S]) [--weaken NAME] [--mix KIND] [--skip S,...] [--expect CHECKER] [--keep-going] "
+      "[--from S]) [--weaken NAME] [--mix KIND] [--faults PROFILE] [--skip S,...] [--expect "
+      "CHECKER] [--keep-going] "
       "[--replay-check] "
       "[--verbose] [--quiet]\n",
       why);
@@ -100,6 +103,11 @@ int main(int argc, char** argv) {
       options.mix = value();
       if (std::find(mixes().begin(), mixes().end(), options.mix) == mixes().end())
         usage(("unknown --mix " + options.mix).c_str());
+    } else if (arg == "--faults") {
+      options.faults = value();
+      if (std::find(fault_profiles().begin(), fault_profiles().end(), options.faults) ==
+          fault_profiles().end())
+        usage(("unknown --faults " + options.faults).c_str());
     } else if (arg == "--skip") {
       const std::string list = value();
       for (std::size_t at = 0; at < list.size();) {
@@ -182,7 +190,8 @@ int main(int argc, char** argv) {
       const std::string replay = (options.scenario.empty() ? "--seed " + std::to_string(seed)
                                                            : "--scenario " + options.scenario) +
                                  (options.weaken.empty() ? "" : " --weaken " + options.weaken) +
-                                 (options.mix.empty() ? "" : " --mix " + options.mix);
+                                 (options.mix.empty() ? "" : " --mix " + options.mix) +
+                                 (options.faults.empty() ? "" : " --faults " + options.faults);
       std::printf("VIOLATION %s: %s: %s\n  setup: %s\n  replay: redlockd-sim %s\n",
                   options.scenario.empty() ? ("seed " + std::to_string(seed)).c_str()
                                            : ("scenario " + options.scenario).c_str(),

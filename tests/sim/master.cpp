@@ -322,4 +322,18 @@ std::vector<lost_key> master::lose_key(std::string_view key) {
   return lost;
 }
 
+std::vector<lost_key> master::lose_keys_with_ttl(prng& random, double share) {
+  const std::int64_t now = now_ms();
+  std::vector<std::string> chosen;
+  keys_.for_each([&](const std::string& key, const stored& value) {
+    if (value.expires_at >= now && random.chance(share))
+      chosen.push_back(key);
+  });
+  std::vector<lost_key> lost;
+  for (const std::string& key : chosen)
+    for (lost_key& k : lose_key(key))
+      lost.push_back(std::move(k));
+  return lost;
+}
+
 } // namespace redlockd::sim

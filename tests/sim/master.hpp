@@ -50,7 +50,8 @@ class script_observer {
   ~script_observer() = default;
 };
 
-// A hold a fault destroyed (FLUSHALL, an empty restart, a forward clock jump that expired it):
+// A hold a fault destroyed (FLUSHALL, an empty restart, a forward clock jump that expired it,
+// keys lost with the fence counter kept):
 // a string key and its value, or a live member of a sorted set (a reader of 'K readers') and
 // the set's key.
 struct lost_key {
@@ -91,6 +92,10 @@ class master final : public publisher {
   // One key deleted while the rest stays (an operator's DEL, a stray client): what key-loss
   // detection is for, now that a FLUSHALL shows as a missing fence register.
   std::vector<lost_key> lose_key(std::string_view key);
+  // Live keys with a TTL deleted, each with probability `share`, the rest kept, the fence
+  // counter (no TTL) among them: what an eviction sweep under a `volatile-*` policy set after
+  // the daemons' handshake, or an operator's DEL by pattern, leaves.
+  std::vector<lost_key> lose_keys_with_ttl(prng& random, double share);
   bool paused() const { return paused_; }
   void set_paused(bool paused) { paused_ = paused; }
   // Extra time before each reply leaves (a slow master), in microseconds.

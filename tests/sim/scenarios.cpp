@@ -73,6 +73,28 @@ std::vector<scenario> make_scenarios() {
   flushed.end = 4'000'000;
   out.push_back(flushed);
 
+  // The books, not the engine: a reader holds r on masters 0, 1, 2 (daemon 0 cut from 3 and 4);
+  // master 2 loses r's key, the readers' guard, while its readers set stays; an exclusive LOCK
+  // through daemon 1, which granted nothing, is then granted by 2, 3 and 4. No daemon can know
+  // (the reader's member is still there), so that is a key loss nobody was told of: excused.
+  // The books took a lost guard for no hold's loss, and this for a second holder (a survey seed
+  // of the key-loss fault).
+  scenario guard;
+  guard.name = "guard-loss";
+  guard.about = "a readers' guard lost alone is a loss of each reader there, not a second holder";
+  guard.daemons = 2;
+  guard.resources = {"r", "warm"};
+  guard.steps = {
+      at(200'000, request(2, 0, "LOCK warm 100")), // every master counts
+      at(500'000, blackhole(0, 0b11000)),
+      at(600'000, request(0, 0, "LOCK r 30000 SHARED")),
+      at(1'500'000, heal(0, 0b11000)),
+      at(2'600'000, lose_key(2, "r")),
+      at(3'000'000, request(1, 1, "LOCK r 30000")), // granted: a loss daemon 1 was not told of
+  };
+  guard.end = 4'000'000;
+  out.push_back(guard);
+
   // The research note's semaphore counterexample (next-lock-kinds.md, section 4.2), n = 2: X
   // through daemon 0 while it cannot reach masters 3 and 4 (X is on 0, 1, 2), Y through daemon 1
   // while it cannot reach 0 and 1 (on 2, 3, 4: master 2 has X's slot, so Y's first attempts may

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +33,9 @@
 
 namespace redlockd::sim {
 namespace {
+
+// The value of a lock key that guards its readers (src/lua/lib/readers.lua).
+constexpr std::string_view readers_guard = "redlockd:readers";
 
 struct owner_hash {
   std::size_t operator()(const owner_id& owner) const {
@@ -122,7 +126,8 @@ struct setup {
   config cfg;
   workload work;
   fault_plan faults;
-  std::string mix; // the kinds of lock (choose_kinds)
+  std::string mix;           // the kinds of lock (choose_kinds)
+  std::string fault_profile; // fault_profiles()
   sim_time workload_for = 0;
   sim_time drain = 0;
   std::vector<latency_profile> latency; // per (daemon, master)
@@ -184,7 +189,8 @@ std::string choose_kinds(prng& random, workload& w, const std::string& forced) {
   return mix;
 }
 
-setup choose(prng& random, const std::string& weaken, const std::string& mix) {
+setup choose(prng& random, const std::string& weaken, const std::string& mix,
+             const std::string& faults) {
   setup s;
   const double r = random.unit();
   s.masters = r < 0.2 ? 3 : r < 0.9 ? 5 : 7;
@@ -237,7 +243,17 @@ setup choose(prng& random, const std::string& weaken, const std::string& mix) {
   // most, and in some a mix shaped after what breaks locks: splits of a daemon from a minority of
   // masters with data lost on another (key-loss detection), or restarts and clock jumps
   // (quarantine).
-  const double profile = random.unit();
+  // `faults` (--faults) replaces the profile the seed drew; every other draw stays the same.
+  const double drawn = random.unit();
+  const double profile = faults == "none"       ? 0.1
+                         : faults == "key-loss" ? 0.3
+                         : faults == "restarts" ? 0.5
+                         : faults == "mixed"    ? 0.8
+                                                : drawn;
+  s.fault_profile = profile < 0.2    ? "none"
+                    : profile < 0.4  ? "key-loss"
+                    : profile < 0.55 ? "restarts"
+                                     : "mixed";
   if (profile >= 0.2) {
     for (double& weight : f.weight)
       weight = random.chance(0.6) ? random.unit() : 0.0;
@@ -246,15 +262,21 @@ setup choose(prng& random, const std::string& weaken, const std::string& mix) {
     };
     if (profile < 0.4) {
       // Locks granted on exactly a quorum while a daemon is cut from the rest, then a master
-      // of that quorum loses its data: only key-loss detection keeps a second holder out.
+      // of that quorum loses keys: only key-loss detection keeps a second holder out (where
+      // the fence counter went too, the grant scripts refuse there).
       f.weight.fill(0);
       set(fault_kind::partition, 1.0);
-      set(fault_kind::master_flushall, 0.3 + random.unit());
+      set(fault_kind::master_key_loss, 0.3 + random.unit());
+      set(fault_kind::master_flushall, 0.3 * random.unit());
       set(fault_kind::link_reset, 0.2 * random.unit());
       f.minority_partitions = 0.7;
       w.ttl_min_ms = std::max<std::uint64_t>(w.ttl_min_ms, 1000);
       w.ttl_max_ms = std::max(w.ttl_max_ms, 3 * w.ttl_min_ms);
-      w.p_wait = std::max(w.p_wait, 0.5);
+      // Waiters queued on a few hot locks, so that a lost lock is often handed over.
+      w.p_wait = std::max(w.p_wait, 0.8);
+      w.p_hot = std::max(w.p_hot, 0.8);
+      w.hot_resources = std::max<std::uint32_t>(w.hot_resources, 2);
+      w.p_lost = 0.2 + 0.3 * random.unit();
     } else if (profile < 0.55) {
       f.weight.fill(0);
       set(fault_kind::master_crash, 1.0);
@@ -355,10 +377,12 @@ class simulation final : public script_observer,
   void granted(std::uint32_t request) override;
   void extended(std::uint32_t request) override;
   void grant_unseen(std::uint32_t request, const owner_id& owner) override;
+  std::vector<std::uint32_t> recently_lost() const override;
   // fault_books
   void data_lost(std::size_t master, const std::vector<lost_key>& keys, bool clock_jump,
                  bool announced) override;
   bool loss_allowed(std::size_t master) const override;
+  std::vector<std::size_t> bare_quorum_masters() const override;
   // event_target: the health sampler and the end of the workload
   void fire(std::uint32_t kind, std::uint64_t arg) override;
 
@@ -443,7 +467,7 @@ simulation::simulation(const run_options& options)
     : options_(options), random_(options.seed),
       scenario_(options.scenario.empty() ? nullptr : find_scenario(options.scenario)),
       setup_(scenario_ ? scripted(*scenario_, options.weaken)
-                       : choose(random_, options.weaken, options.mix)) {
+                       : choose(random_, options.weaken, options.mix, options.faults)) {
   limits_.min_ttl_ms = setup_.cfg.min_ttl_ms;
   limits_.max_ttl_ms = setup_.cfg.max_ttl_ms;
   // The weakenings of the scripts: the masters compile the shipped text with one phrase changed.
@@ -605,13 +629,14 @@ run_result simulation::run() {
   char text[768];
   std::snprintf(text, sizeof text,
                 "%zu masters, %zu daemons, %u clients, %u hot + %u cold resources, TTL %llu-%llu "
-                "ms, WAIT %.0f%%, KEEP %.0f%%, lock_delay %llu ms, %zu faults, %zu data losses "
-                "told %zu times",
+                "ms, WAIT %.0f%%, KEEP %.0f%%, lock_delay %llu ms, %zu faults (%s), %zu data "
+                "losses told %zu times",
                 setup_.masters, setup_.daemons, setup_.work.clients, setup_.work.hot_resources,
                 setup_.work.cold_resources, static_cast<unsigned long long>(setup_.work.ttl_min_ms),
                 static_cast<unsigned long long>(setup_.work.ttl_max_ms), setup_.work.p_wait * 100,
                 setup_.work.p_keep * 100, static_cast<unsigned long long>(setup_.cfg.lock_delay_ms),
-                records_.faults.size(), records_.losses.size(), records_.evidence.size());
+                records_.faults.size(), scenario_ ? "scenario" : setup_.fault_profile.c_str(),
+                records_.losses.size(), records_.evidence.size());
   std::string kinds = ", kinds " + setup_.mix;
   if (setup_.mix != "exclusive") {
     std::snprintf(text + std::strlen(text), sizeof text - std::strlen(text),
@@ -1054,6 +1079,18 @@ void simulation::grant_unseen(std::uint32_t request, const owner_id& owner) {
     r.attempt_start = it->second;
 }
 
+std::vector<std::uint32_t> simulation::recently_lost() const {
+  const sim_time since = clock_.now() - static_cast<sim_time>(setup_.work.ttl_max_ms) * 1000;
+  const std::uint32_t locks = setup_.work.hot_resources + setup_.work.cold_resources;
+  std::vector<std::uint32_t> out;
+  for (auto loss = records_.losses.rbegin(); loss != records_.losses.rend() && loss->at > since;
+       ++loss)
+    for (const auto& [resource, owner] : loss->locks)
+      if (resource < locks)
+        out.push_back(resource);
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Faults
 
@@ -1066,6 +1103,21 @@ bool simulation::loss_allowed(std::size_t master) const {
   damaged[master] = true;
   const auto count = static_cast<std::size_t>(std::count(damaged.begin(), damaged.end(), true));
   return count <= masters_.size() - quorum(masters_.size());
+}
+
+std::vector<std::size_t> simulation::bare_quorum_masters() const {
+  const sim_time now = clock_.now();
+  const auto needed = static_cast<int>(quorum(masters_.size()));
+  std::uint32_t masks = 0;
+  for (const instance_book& book : instances_)
+    for (const auto& [owner, lease] : book.leases)
+      if (lease.valid_until > now && std::popcount(lease.mask) == needed)
+        masks |= lease.mask;
+  std::vector<std::size_t> out;
+  for (std::size_t m = 0; m < masters_.size(); ++m)
+    if ((masks >> m & 1) != 0)
+      out.push_back(m);
+  return out;
 }
 
 void simulation::data_lost(std::size_t master, const std::vector<lost_key>& keys, bool clock_jump,
@@ -1085,15 +1137,35 @@ void simulation::data_lost(std::size_t master, const std::vector<lost_key>& keys
     loss.fence_before = d.fence_before;
     loss.register_lost = std::any_of(
         keys.begin(), keys.end(), [&](const lost_key& k) { return k.key == setup_.cfg.fence_key; });
+    // The readers' guard (the lock key, 'redlockd:readers') lost while their sorted set
+    // stays: an exclusive SET NX now succeeds there, so each live reader lost its hold.
+    std::vector<lost_key> unguarded;
     for (const lost_key& k : keys) {
-      // A hold's value starts with its owner (a label may follow).
-      const auto it = resource_of_key_.find(k.key);
-      if (it == resource_of_key_.end() || k.value.size() < owner_id{}.size())
+      if (k.value != readers_guard)
         continue;
-      const owner_id owner = owner_of(std::string_view(k.value).substr(0, owner_id{}.size()));
-      loss.locks.emplace_back(it->second, owner);
-      lost_by_owner_[owner].emplace_back(master, now);
+      const std::string readers = k.key + " readers";
+      if (std::any_of(keys.begin(), keys.end(),
+                      [&](const lost_key& o) { return o.key == readers; }))
+        continue; // lost with it: its members are in `keys`
+      const std::int64_t master_now = masters_[master]->now_ms();
+      const stored* set = masters_[master]->keys().peek(readers);
+      if (set == nullptr || (set->expires_at >= 0 && set->expires_at < master_now))
+        continue;
+      for (const zset_entry& m : set->members)
+        if (m.score >= static_cast<double>(master_now))
+          unguarded.push_back({readers, m.member});
     }
+    for (const std::vector<lost_key>* list :
+         std::array<const std::vector<lost_key>*, 2>{&keys, &unguarded})
+      for (const lost_key& k : *list) {
+        // A hold's value starts with its owner (a label may follow).
+        const auto it = resource_of_key_.find(k.key);
+        if (it == resource_of_key_.end() || k.value.size() < owner_id{}.size())
+          continue;
+        const owner_id owner = owner_of(std::string_view(k.value).substr(0, owner_id{}.size()));
+        loss.locks.emplace_back(it->second, owner);
+        lost_by_owner_[owner].emplace_back(master, now);
+      }
     d.record = static_cast<std::int64_t>(records_.losses.size());
     records_.losses.push_back(std::move(loss));
     if (clock_jump)
@@ -1108,6 +1180,11 @@ const std::vector<std::string>& weakenings() {
   static const std::vector<std::string> names = {
       "quorum-minus-one",   "no-quarantine",   "handover-skips-keyloss", "publish-on-cleanup",
       "permits-per-master", "no-write-intent", "readers-without-guard",  "set-checks-first-member"};
+  return names;
+}
+
+const std::vector<std::string>& fault_profiles() {
+  static const std::vector<std::string> names = {"none", "mixed", "key-loss", "restarts"};
   return names;
 }
 

@@ -21,6 +21,8 @@ struct run_options {
   std::string scenario;
   // The kinds of lock the clients take, instead of the seed's mix (mixes()).
   std::string mix;
+  // The seed's faults drawn as this profile says, instead of the seed's (fault_profiles()).
+  std::string faults;
 };
 
 struct run_result {
@@ -36,6 +38,8 @@ struct run_result {
 const std::vector<std::string>& weakenings();
 // The mixes of kinds --mix accepts: exclusive, shared, permit, set (mostly that kind), mixed.
 const std::vector<std::string>& mixes();
+// The fault profiles --faults accepts: none, mixed, key-loss, restarts (simulation.cpp: choose).
+const std::vector<std::string>& fault_profiles();
 
 run_result run_seed(const run_options& options);
 
