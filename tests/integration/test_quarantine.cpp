@@ -143,6 +143,34 @@ TEST_CASE("FLUSHALL under a plain lock quarantines that master at the holder's E
   CHECK(env.daemon.info().at("counters").at("key_losses") == 1);
 }
 
+TEST_CASE("a key lost under a set is noticed when some of its members are released or extended",
+          "[integration][quarantine][multi]") {
+  // The simulator's seed 13002028 --faults key-loss: a set released member by member told its
+  // daemon nothing, and the master that had lost its keys voted for a second holder.
+  fleet_and_daemon env;
+  line_client holder = env.client();
+  const bool by_extend = GENERATE(false, true);
+  CAPTURE(by_extend);
+  const lock_grant set = must_lock(holder, "MLOCK 2 ledger:a ledger:b 30000");
+  REQUIRE(eventually([&] {
+    return nodes_holding(env.fleet, "ledger:a", set.owner).size() == 5 &&
+           nodes_holding(env.fleet, "ledger:b", set.owner).size() == 5;
+  }));
+  // An operator's DEL (or an eviction): the members' keys go, the fence counter stays.
+  env.fleet.run(1, "DEL", "ledger:a", "ledger:b");
+  const std::string reply = by_extend ? holder.request("MEXTEND 1 ledger:a " + set.owner + " 30000")
+                                      : holder.request("UNLOCK ledger:a " + set.owner);
+  CHECK((reply == "OK" || reply.starts_with("OK ")));
+  CHECK(eventually(
+      [&] { return node_state(env.daemon.info(), env.fleet.address(1)) == "quarantined:keyloss"; },
+      3s));
+  CHECK(node_state(env.daemon.info(), env.fleet.address(0)) == "ok");
+  CHECK(env.daemon.info().at("counters").at("key_losses") == 1);
+  // The rest of the set goes as usual.
+  CHECK(holder.request((by_extend ? "MUNLOCK 2 ledger:b ledger:a " : "MUNLOCK 1 ledger:b ") +
+                       set.owner) == "OK");
+}
+
 TEST_CASE("a refused LOCK with a long TTL does not lengthen the quarantine of a restarted master",
           "[integration][quarantine]") {
   fleet_and_daemon env;

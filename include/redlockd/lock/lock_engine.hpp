@@ -197,6 +197,7 @@ class lock_engine {
   void after_vote(std::uint32_t slot);
   void end_draining(std::uint32_t slot);
   void expect_lease(operation& op);
+  bool expect_set_holding(operation& op); // some members of a set this daemon granted
   void judge_key_loss(operation& op);
   void key_lost(std::uint32_t masters, std::string_view key); // quarantines them
   void data_lost(std::size_t node); // a grant found no fence register there: quarantined
