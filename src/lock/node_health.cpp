@@ -161,6 +161,7 @@ void node_health::quarantine(std::size_t node, quarantine_reason reason,
   h.marked = false;
   h.seed_in_flight = false; // the answer of one sent earlier is ignored (a new generation)
   h.read_generation = next_generation(h.read_generation);
+  h.mark_generation = h.read_generation;
   h.read_done = false;
   send_mark(node);
   add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
@@ -175,14 +176,18 @@ void node_health::send_mark(std::size_t node) {
   append_quarantine_mark(command_, keys_, mark_key_, 2 * max_ttl_ + 60'000);
   io_.send(node,
            request_tag{request_kind::quarantine_mark, static_cast<std::uint32_t>(node),
-                       nodes_[node].read_generation},
+                       nodes_[node].mark_generation},
            command_);
 }
 
 void node_health::on_mark_reply(std::size_t node, const request_tag& tag,
                                 const script_reply& reply) {
   node_record& h = nodes_[node];
-  if (tag.op != node || tag.generation != h.read_generation ||
+  // Checked against the quarantine, not the fleet read in progress: a read restarted while
+  // the answer was on its way (a master came back, a retry) must not drop an answer that says
+  // the mark was gone, or the mark it set again lets the seed through (simulator seed 13004379
+  // --faults key-loss: two FLUSHALLs while this daemon was cut off, quarantine over 47 ms later).
+  if (tag.op != node || tag.generation != h.mark_generation ||
       (h.state != trust::quarantined && h.state != trust::reseeding))
     return;
   const auto* answer = std::get_if<seed_reply>(&reply);

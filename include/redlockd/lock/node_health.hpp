@@ -122,7 +122,10 @@ class node_health {
     // that carries no history of its own (on_register_read).
     std::optional<std::uint64_t> empty_seed;
     bool seed_in_flight = false;
-    bool marked = false;              // this quarantine's mark was set on the node (an answer came)
+    bool marked = false; // this quarantine's mark was set on the node (an answer came)
+    // The quarantine a 'mark' answer belongs to: fleet reads restart read_generation, and the
+    // answer of a mark sent at a reconnection must still count (it may say the mark was gone).
+    std::uint32_t mark_generation = 0;
     std::optional<time_sample> clock; // the last TIME sample
     bool clock_carried = false;       // it came from an earlier connection (to the same run)
   };

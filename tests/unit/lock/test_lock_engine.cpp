@@ -1516,6 +1516,34 @@ TEST_CASE("a master that lost its data again during its quarantine is quarantine
   CHECK(f.engine.status_of(1).reason == lock_engine::quarantine_reason::none);
 }
 
+TEST_CASE("a reconnection's mark answer counts though the fleet read was asked again meanwhile",
+          "[engine][quarantine]") {
+  // Simulator seed 13004379 --faults key-loss: the master lost its data twice while this daemon
+  // was cut off during its quarantine; at the reconnection the mark was gone, but the fleet read
+  // restarted before the answer came and the answer was dropped, the mark it set again let the
+  // seed through, and the master voted 47 ms later.
+  fixture f;
+  f.connect(1, "a-new-run-id", 50, std::nullopt, 0);
+  f.answer(1, request_kind::quarantine_mark, ":0\r\n"); // set for the first time
+  const auto losses = f.engine.counters().key_losses;
+  f.nodes.sent.clear();
+  f.connect(1, "a-new-run-id", 5000, 7); // the same run again: the mark is set again
+  const auto marks = f.nodes.of(request_kind::quarantine_mark);
+  REQUIRE(marks.size() == 1);
+  f.nodes.sent.clear();
+  f.advance(5s); // no majority answered the fleet read: it is asked again
+  REQUIRE_FALSE(f.nodes.of(request_kind::fleet_read).empty());
+  // The mark was gone when the reconnection set it: the master lost data again.
+  f.engine.on_reply(1, marks[0].tag, decode(marks[0].tag, *resp(":0\r\n")));
+  CHECK(f.engine.counters().key_losses == losses + 1);
+  for (const std::size_t node : {0, 2, 3})
+    f.answer(node, request_kind::fleet_read, fleet_facts(40, 1000));
+  CHECK(f.engine.status_of(1).remaining_ms >= 1000);
+  f.nodes.sent.clear();
+  f.engine.lock(lock_of("r", 10000), f.client, 1);
+  CHECK(f.nodes.of(request_kind::acquire).size() == 4); // it does not vote
+}
+
 TEST_CASE("a master without a fence counter on a fleet that has one counts as restarted",
           "[engine][quarantine]") {
   fixture f;
