@@ -542,8 +542,16 @@ simulation::simulation(const run_options& options)
   for (std::size_t d = 0; d < setup_.daemons; ++d) {
     for (std::size_t m = 0; m < setup_.masters; ++m)
       net_->set_latency(d, m, setup_.latency[d * setup_.masters + m]);
+    // Each daemon's engine logs under its own name, so that a trace says whose decision it was.
+    auto daemon_log = log_;
+    if (options.verbose) {
+      daemon_log = std::make_shared<spdlog::logger>("sim");
+      daemon_log->sinks().push_back(
+          std::make_shared<virtual_time_sink>(clock_, "engine[" + std::to_string(d) + "]"));
+      daemon_log->set_level(spdlog::level::debug);
+    }
     daemons_.push_back(std::make_unique<sim_daemon>(d, setup_.cfg, clock_, *net_, random_.fork(),
-                                                    *this, log_, setup_.daemon_drift[d]));
+                                                    *this, daemon_log, setup_.daemon_drift[d]));
     net_->attach(d, *daemons_.back());
   }
   for (std::uint32_t c = 0; c < setup_.work.clients; ++c)
