@@ -243,7 +243,10 @@ setup choose(prng& random, const std::string& weaken, const std::string& mix,
   // most, and in some a mix shaped after what breaks locks: splits of a daemon from a minority of
   // masters with data lost on another (key-loss detection), or restarts and clock jumps
   // (quarantine).
-  // `faults` (--faults) replaces the profile the seed drew; every other draw stays the same.
+  // `faults` (--faults) replaces the profile the seed drew. The fleet, the configuration, the
+  // workload and the kinds were drawn before and stay the seed's; what is drawn after (the
+  // profile's faults, the latencies and drifts, every component's random stream) follows the
+  // profile, so it differs from the seed's own run.
   const double drawn = random.unit();
   const double profile = faults == "none"       ? 0.1
                          : faults == "key-loss" ? 0.3
