@@ -161,13 +161,11 @@ bool lock_engine::expect_set_holding(operation& op) {
     });
   };
   bool found = false;
-  leases_.for_each([&](const std::string& key, const lease& held) {
-    if (!found && held.owner == op.owner && held.kind == lock_kind::multi && holds_all(key)) {
-      op.watch.expect_held = held.granted;
-      op.watch.expect_until = held.valid_until;
-      found = true;
-    }
-  });
+  if (const lease* held = leases_.find_set(op.owner, wanted)) {
+    op.watch.expect_held = held->granted;
+    op.watch.expect_until = held->valid_until;
+    found = true;
+  }
   for (std::uint32_t index = 0; !found && index < keeps_.slots(); ++index) {
     const keep_lock& k = keeps_.at(index);
     if (k.active && k.kind == lock_kind::multi && k.owner == op.owner && holds_all(k.key)) {

@@ -29,6 +29,46 @@ lease* lease_table::find(const std::string& key, const owner_id& owner) {
   return nullptr;
 }
 
+lease* lease_table::find_set(const owner_id& owner, const std::vector<std::string_view>& members,
+                             std::string* key) {
+  for (auto& [set, held] : leases_) {
+    for (lease& one : held) {
+      if (one.owner != owner || one.kind != lock_kind::multi)
+        continue;
+      const std::vector<std::string_view> has = members_of(set);
+      const bool all = std::all_of(members.begin(), members.end(), [&](std::string_view m) {
+        return std::find(has.begin(), has.end(), m) != has.end();
+      });
+      if (!all)
+        continue;
+      if (key != nullptr)
+        *key = set;
+      return &one;
+    }
+  }
+  return nullptr;
+}
+
+void lease_table::release_members(const owner_id& owner,
+                                  const std::vector<std::string_view>& members) {
+  std::string set;
+  const lease* found = find_set(owner, members, &set);
+  if (found == nullptr)
+    return;
+  const lease kept = *found;
+  std::string rest;
+  for (const std::string_view member : members_of(set)) {
+    if (std::find(members.begin(), members.end(), member) != members.end())
+      continue;
+    if (!rest.empty())
+      rest.push_back(member_separator);
+    rest.append(member);
+  }
+  release(set, owner);
+  if (!rest.empty())
+    leases_[rest].push_back(kept);
+}
+
 void lease_table::release(const std::string& key, const owner_id& owner) {
   const auto it = leases_.find(key);
   if (it == leases_.end())

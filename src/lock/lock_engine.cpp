@@ -579,6 +579,8 @@ void lock_engine::decide_unlock(std::uint32_t slot) {
   // Its client stopped work either way: the lease's end must not lock-delay the name as a
   // holder's that vanished would (only an UNLOCK's absence says a holder may be at work).
   leases_.release(op.key, op.owner);
+  if (op.hold_kind == lock_kind::multi) // some members (or all, named in another order)
+    leases_.release_members(op.owner, members_of(op.key));
   // The head waiter goes now, no polling, where the lock may be free: a hand-over's head took
   // part in this very round; NOTHELD may have deleted the key on some masters all the same
   // (another lost its key, or only a minority held it): where a master said so, where one has
@@ -616,6 +618,11 @@ void lock_engine::decide_extend(std::uint32_t slot) {
     held->expires = op.t0 + std::chrono::milliseconds(op.ttl_ms);
     held->valid_until = now + std::chrono::milliseconds(v.validity_ms);
     held->granted = op.tally.yes_mask();
+  } else if (op.hold_kind == lock_kind::multi) {
+    // Some members of a set extended: the set's lease judges key loss for all of them, so it
+    // ends no later than the shortest (a key judged lost must have been due to live).
+    if (lease* set = leases_.find_set(op.owner, members_of(op.key)))
+      set->valid_until = std::min(set->valid_until, now + std::chrono::milliseconds(v.validity_ms));
   }
   grant_reply grant;
   grant.line = format_extend_ok(v.validity_ms);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -39,6 +40,12 @@ class lease_table {
   // The lease on `key` if `owner` holds it.
   lease* find(const std::string& key, const owner_id& owner);
   void release(const std::string& key, const owner_id& owner);
+  // The set lease of `owner` that holds every one of `members` (some of a set, named in any
+  // order), and the key it is kept under. Looked through: there is no index by owner.
+  lease* find_set(const owner_id& owner, const std::vector<std::string_view>& members,
+                  std::string* key = nullptr);
+  // Some members of a set released: its lease goes on under the rest (or ends with the last).
+  void release_members(const owner_id& owner, const std::vector<std::string_view>& members);
   // The leases on `key` ended whoever held them (BREAK).
   void forget(const std::string& key) { leases_.erase(key); }
 
