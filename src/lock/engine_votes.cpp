@@ -154,12 +154,6 @@ bool lock_engine::expect_set_holding(operation& op) {
   if (kind_of_owner(view(op.owner)) != lock_kind::multi)
     return false;
   const std::vector<std::string_view> wanted = members_of(op.key);
-  const auto holds_all = [&](std::string_view set) {
-    const std::vector<std::string_view> members = members_of(set);
-    return std::all_of(wanted.begin(), wanted.end(), [&](std::string_view m) {
-      return std::find(members.begin(), members.end(), m) != members.end();
-    });
-  };
   bool found = false;
   if (const lease* held = leases_.find_set(op.owner, wanted)) {
     op.watch.expect_held = held->granted;
@@ -168,7 +162,8 @@ bool lock_engine::expect_set_holding(operation& op) {
   }
   for (std::uint32_t index = 0; !found && index < keeps_.slots(); ++index) {
     const keep_lock& k = keeps_.at(index);
-    if (k.active && k.kind == lock_kind::multi && k.owner == op.owner && holds_all(k.key)) {
+    if (k.active && k.kind == lock_kind::multi && k.owner == op.owner &&
+        holds_members(k.key, wanted)) {
       op.watch.expect_held = k.granted;
       op.watch.expect_until = k.valid_until;
       found = true;

@@ -33,13 +33,7 @@ lease* lease_table::find_set(const owner_id& owner, const std::vector<std::strin
                              std::string* key) {
   for (auto& [set, held] : leases_) {
     for (lease& one : held) {
-      if (one.owner != owner || one.kind != lock_kind::multi)
-        continue;
-      const std::vector<std::string_view> has = members_of(set);
-      const bool all = std::all_of(members.begin(), members.end(), [&](std::string_view m) {
-        return std::find(has.begin(), has.end(), m) != has.end();
-      });
-      if (!all)
+      if (one.owner != owner || one.kind != lock_kind::multi || !holds_members(set, members))
         continue;
       if (key != nullptr)
         *key = set;
@@ -56,14 +50,7 @@ void lease_table::release_members(const owner_id& owner,
   if (found == nullptr)
     return;
   const lease kept = *found;
-  std::string rest;
-  for (const std::string_view member : members_of(set)) {
-    if (std::find(members.begin(), members.end(), member) != members.end())
-      continue;
-    if (!rest.empty())
-      rest.push_back(member_separator);
-    rest.append(member);
-  }
+  const std::string rest = set_without(set, members);
   release(set, owner);
   if (!rest.empty())
     leases_[rest].push_back(kept);

@@ -173,23 +173,15 @@ void lock_engine::keep_rest_of_set(const operation& op) {
     keep_lock& k = keeps_.at(index);
     if (!k.active || k.kind != lock_kind::multi || k.owner != op.owner)
       continue;
-    std::string rest;
-    std::string_view first;
-    for (const std::string_view member : members_of(k.key)) {
-      if (std::find(released.begin(), released.end(), member) != released.end())
-        continue;
-      if (first.empty())
-        first = member;
-      if (!rest.empty())
-        rest.push_back(member_separator);
-      rest.append(member);
-    }
+    std::string rest = set_without(k.key, released);
     if (rest.empty()) {
       keeps_.drop(index);
       continue;
     }
     if (std::find(released.begin(), released.end(), cfg_.key_prefix + k.shown) != released.end())
-      k.shown = first.substr(cfg_.key_prefix.size()); // LOST names a member it still holds
+      k.shown = std::string_view(rest)
+                    .substr(0, rest.find(member_separator))
+                    .substr(cfg_.key_prefix.size()); // LOST names a member it still holds
     keeps_.rename(index, std::move(rest));
   }
 }

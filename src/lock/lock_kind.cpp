@@ -2,6 +2,7 @@
 
 #include "redlockd/resp/resp.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 
@@ -230,6 +231,25 @@ std::vector<std::string_view> members_of(std::string_view set_name) {
     start = end + 1;
   }
   return out;
+}
+
+bool holds_members(std::string_view set_name, const std::vector<std::string_view>& members) {
+  const std::vector<std::string_view> has = members_of(set_name);
+  return std::all_of(members.begin(), members.end(), [&](std::string_view member) {
+    return std::find(has.begin(), has.end(), member) != has.end();
+  });
+}
+
+std::string set_without(std::string_view set_name, const std::vector<std::string_view>& members) {
+  std::string rest;
+  for (const std::string_view member : members_of(set_name)) {
+    if (std::find(members.begin(), members.end(), member) != members.end())
+      continue;
+    if (!rest.empty())
+      rest.push_back(member_separator);
+    rest.append(member);
+  }
+  return rest;
 }
 
 owner_id tag_owner(owner_id random, lock_kind kind, std::uint32_t slot) {

@@ -44,6 +44,10 @@ inline constexpr char member_separator = '\n';
 
 // A set's member keys, in its name's order.
 std::vector<std::string_view> members_of(std::string_view set_name);
+// Whether set `set_name` has every one of `members` (named in any order).
+bool holds_members(std::string_view set_name, const std::vector<std::string_view>& members);
+// The name of set `set_name` without `members` ("" when none is left), in its order.
+std::string set_without(std::string_view set_name, const std::vector<std::string_view>& members);
 
 // An acquire's arguments. `mark`: a WAIT's attempt (the kinds that leave marks), null otherwise.
 struct acquire_call {
