@@ -92,8 +92,11 @@ namespace {
 // T-b1's staging: reader X through daemon 0 lands on masters 0, 1, 2 only and reader Y through
 // daemon 1 on 2, 3, 4 only (an exclusive key of another owner where each is not). Every
 // majority of masters then has a live reader. `then` runs while both hold.
+// `guards_lost`: `then` takes the guard out on every master, so X's hold is gone on all of its
+// masters and its UNLOCK answers NOTHELD; that step guards the readers left (Y) again, on every
+// master it reaches, and Y's UNLOCK is answered as usual.
 template <typename Then>
-void with_readers_on_two_majorities(Then then) {
+void with_readers_on_two_majorities(Then then, bool guards_lost = false) {
   redis_fleet fleet;
   daemon_process d0(fleet.addresses());
   daemon_process d1(fleet.addresses());
@@ -107,8 +110,13 @@ void with_readers_on_two_majorities(Then then) {
   const lock_grant y = must_lock(y_client, "LOCK report 30000 SHARED");
   vacate(fleet, {0, 1}, "report");
   REQUIRE(masters_with_reader(fleet, "report", y.owner) == std::vector<std::size_t>{2, 3, 4});
-  // The other owner's key on 0 and 1 replaced X's guard there (a review): X's EXTEND guards its
-  // masters again, so every master's lock key is the readers' guard.
+  // The other owner's key on 0 and 1 replaced X's guard there (a review), and taking it out left
+  // X unguarded: put back as it was (X's EXTEND would now hear -1 there, a guard lost), so that
+  // every master's lock key is the readers' guard.
+  for (const std::size_t i : {0, 1}) {
+    const std::string until = fleet.run(i, "ZSCORE", "report readers", x.owner).str;
+    REQUIRE(fleet.run(i, "SET", "report", "redlockd:readers", "PXAT", until).str == "OK");
+  }
   REQUIRE(starts_with(x_client.request("EXTEND report " + x.owner + " 30000"), "OK "));
   for (std::size_t i = 0; i < fleet.size(); ++i) {
     INFO("master " << i);
@@ -116,7 +124,7 @@ void with_readers_on_two_majorities(Then then) {
   }
   then(fleet, d0, d1);
   // Once both readers leave, a writer is granted.
-  CHECK(x_client.request("UNLOCK report " + x.owner) == "OK");
+  CHECK(x_client.request("UNLOCK report " + x.owner) == (guards_lost ? "NOTHELD" : "OK"));
   CHECK(y_client.request("UNLOCK report " + y.owner) == "OK");
   line_client writer(d0.port());
   must_lock(writer, "LOCK report 5000");
@@ -142,16 +150,19 @@ TEST_CASE("the same split with the readers' guard gone admits the writer beside 
   // writer is the readers' guard, the lock key every shared hold keeps on its masters
   // (lib/shared.lua). Readers that left the lock key free, as the simulator's
   // readers-without-guard does, would let an exclusive acquire in beside them.
-  with_readers_on_two_majorities([](redis_fleet& fleet, daemon_process& d0, daemon_process&) {
-    for (std::size_t i = 0; i < fleet.size(); ++i)
-      fleet.run(i, "DEL", "report");
-    line_client writer(d0.port());
-    const std::string reply = writer.request("LOCK report 5000");
-    INFO("a writer while readers hold masters {0,1,2} and {2,3,4}, without their guard: " << reply);
-    const auto granted = parse_lock_ok(reply);
-    REQUIRE(granted);
-    CHECK(writer.request("UNLOCK report " + granted->owner) == "OK");
-  });
+  with_readers_on_two_majorities(
+      [](redis_fleet& fleet, daemon_process& d0, daemon_process&) {
+        for (std::size_t i = 0; i < fleet.size(); ++i)
+          fleet.run(i, "DEL", "report");
+        line_client writer(d0.port());
+        const std::string reply = writer.request("LOCK report 5000");
+        INFO("a writer while readers hold masters {0,1,2} and {2,3,4}, without their guard: "
+             << reply);
+        const auto granted = parse_lock_ok(reply);
+        REQUIRE(granted);
+        CHECK(writer.request("UNLOCK report " + granted->owner) == "OK");
+      },
+      true);
 }
 
 namespace {

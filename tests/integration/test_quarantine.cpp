@@ -171,6 +171,35 @@ TEST_CASE("a key lost under a set is noticed when some of its members are releas
                        set.owner) == "OK");
 }
 
+TEST_CASE("a readers' guard lost alone is noticed when a reader is released or extended",
+          "[integration][quarantine][kinds]") {
+  // A master loses the lock key, the readers' guard, while its readers set stays (an operator's
+  // DEL, an eviction): an exclusive SET NX gets in there beside the readers. The readers' own
+  // release and extension answered as if nothing had happened, so no daemon was ever told.
+  fleet_and_daemon env;
+  line_client reader = env.client();
+  const bool by_extend = GENERATE(false, true);
+  CAPTURE(by_extend);
+  const lock_grant held = must_lock(reader, "LOCK ledger:r 30000 SHARED");
+  REQUIRE(eventually([&] {
+    for (std::size_t i = 0; i < env.fleet.size(); ++i)
+      if (env.fleet.get(i, "ledger:r") != std::optional<std::string>("redlockd:readers"))
+        return false;
+    return true;
+  }));
+  env.fleet.run(3, "DEL", "ledger:r");
+  const std::string reply = by_extend ? reader.request("EXTEND ledger:r " + held.owner + " 30000")
+                                      : reader.request("UNLOCK ledger:r " + held.owner);
+  CHECK((reply == "OK" || reply.starts_with("OK ")));
+  CHECK(eventually(
+      [&] { return node_state(env.daemon.info(), env.fleet.address(3)) == "quarantined:keyloss"; },
+      3s));
+  CHECK(node_state(env.daemon.info(), env.fleet.address(0)) == "ok");
+  CHECK(env.daemon.info().at("counters").at("key_losses") == 1);
+  if (by_extend)
+    CHECK(reader.request("UNLOCK ledger:r " + held.owner) == "OK");
+}
+
 TEST_CASE("a refused LOCK with a long TTL does not lengthen the quarantine of a restarted master",
           "[integration][quarantine]") {
   fleet_and_daemon env;

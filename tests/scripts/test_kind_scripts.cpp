@@ -651,6 +651,37 @@ TEST_CASE("readers expire by the master's clock (R1)", "[scripts][shared]") {
   CHECK(m.run({"ZSCORE", "r readers", reader_a}).type == redis_reply::kind::nil);
 }
 
+TEST_CASE("a live reader whose guard this master lost hears gone (-1) from its extension and "
+          "its release, for the daemon to judge the loss",
+          "[scripts][shared]") {
+  // A master lost the lock key alone (an operator's DEL, an eviction) while its readers set
+  // stayed: an exclusive SET NX gets in there. The reader's renewal or release answered 1 and
+  // the extension put the guard back, so no daemon was ever told of the loss (simulator
+  // --faults key-loss; an engine gap until this script change).
+  master m;
+  REQUIRE(field(shared_lock(m, reader_a, 30000), 0) == 1);
+  REQUIRE(field(shared_lock(m, reader_b, 20000), 0) == 1);
+  m.run({"DEL", "r"});
+  CHECK(field(m.eval(script::shared_extend, {"r", max_ttl}, {reader_a, "40000"}), 0) == -1);
+  CHECK(m.get("r") == "(nil)"); // an extension that answers gone changes nothing
+  CHECK(m.get(max_ttl) == "30000");
+  CHECK(release_reader(m, "redlockd:fence:waiting:r", reader_b).integer == -1);
+  // The release still ends its hold and guards the readers left.
+  CHECK(m.run({"ZSCORE", "r readers", reader_b}).type == redis_reply::kind::nil);
+  CHECK(m.get("r") == "redlockd:readers");
+  // Guarded again, the reader left is answered as before.
+  CHECK(field(m.eval(script::shared_extend, {"r", max_ttl}, {reader_a, "40000"}), 0) == 1);
+  // Beside an exclusive holder that got in, the release answers gone as the extension does.
+  m.run({"SET", "r", "writer", "PX", "5000"});
+  CHECK(release_reader(m, "redlockd:fence:waiting:r", reader_a).integer == -1);
+  CHECK(m.get("r") == "writer");
+  // A reader whose time has passed is released as before, guard or not.
+  m.run({"ZADD", "t readers", std::to_string(m.now_ms() - 10), reader_b});
+  m.run({"PEXPIRE", "t readers", "5000"});
+  CHECK(m.eval(script::shared_release, {"t", "redlockd:fence:waiting:t"}, {reader_b, ""}).integer ==
+        1);
+}
+
 TEST_CASE("shared release undoes by identity and extension never re-creates (R3, R4)",
           "[scripts][shared]") {
   master m;

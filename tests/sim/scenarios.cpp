@@ -75,8 +75,9 @@ std::vector<scenario> make_scenarios() {
 
   // The books, not the engine: a reader holds r on masters 0, 1, 2 (daemon 0 cut from 3 and 4);
   // master 2 loses r's key, the readers' guard, while its readers set stays; an exclusive LOCK
-  // through daemon 1, which granted nothing, is then granted by 2, 3 and 4. No daemon can know
-  // (the reader's member is still there), so that is a key loss nobody was told of: excused.
+  // through daemon 1, which granted nothing, is then granted by 2, 3 and 4. Daemon 1 cannot know
+  // (daemon 0 would learn it at the reader's release or extension, answered -1 by master 2), so
+  // that is a key loss the granting daemon was not told of: excused.
   // The books took a lost guard for no hold's loss, and this for a second holder (a survey seed
   // of the key-loss fault).
   scenario guard;

@@ -25,29 +25,37 @@ local function shared_acquire(key, owner, ttl, label, now)
   return true
 end
 
--- Ends `owner`'s shared hold: 1 if it was there, -1 if it is gone (expired or never taken).
--- The guard follows the readers left: a writer gets in when they are gone, not at the time of
--- the reader that left.
+-- Whether `owner` is a live reader of K whose guard is not there: this master lost the guard
+-- alone (an operator's DEL, an eviction), so an exclusive SET NX may have got in beside the
+-- reader, or an exclusive holder was granted once the guard expired and a clock set back here
+-- makes the reader's time look live again. Such a hold is gone: answered -1, the daemon judges
+-- the loss as for a reader's own member lost (quarantined:keyloss), where a silent answer would
+-- tell no daemon of it.
+local function unguarded_reader(key, score, now)
+  return score and tonumber(score) >= now and not is_readers_guard(redis.pcall('get', key))
+end
+
+-- Ends `owner`'s shared hold: 1 if it was there, -1 if it is gone (expired, never taken, or
+-- unguarded). The guard follows the readers left: a writer gets in when they are gone, not at
+-- the time of the reader that left.
 local function shared_release(key, owner, now)
+  local unguarded = unguarded_reader(key, redis.call('zscore', key .. ' readers', owner), now)
   local removed = redis.call('zrem', key .. ' readers', owner)
   redis.call('hdel', key .. ' labels', owner)
   if redis.call('zcard', key .. ' readers') == 0 then
     redis.call('del', key .. ' readers', key .. ' labels')
   end
   guard_readers(key, now)
-  if removed == 1 then return 1 end
+  if removed == 1 and not unguarded then return 1 end
   return -1
 end
 
 -- Moves `owner`'s expiry to now + ttl if its hold is still live; never re-creates it (R4).
--- 1 if set, -1 if gone. A reader beside an exclusive holder's key is gone too: that holder was
--- granted once the readers' guard had expired, and only a clock set back on this master makes
--- the reader's time look live again.
+-- 1 if set, -1 if gone, unguarded too (left as it is: another reader's step guards it again).
 local function shared_extend(key, owner, ttl, now)
   local score = redis.call('zscore', key .. ' readers', owner)
   if not score or tonumber(score) < now then return -1 end
-  local v = redis.pcall('get', key)
-  if v and not is_readers_guard(v) then return -1 end
+  if unguarded_reader(key, score, now) then return -1 end
   redis.call('zadd', key .. ' readers', 'XX', now + tonumber(ttl), owner)
   raise_ttl(key .. ' readers', ttl)
   guard_readers(key, now)
