@@ -173,7 +173,7 @@ void node_health::send_mark(std::size_t node) {
   // finds it gone and the quarantine only starts over. Lost with a connection: set again at the
   // reconnection (judge), or at the next timer.
   command_.clear();
-  append_quarantine_mark(command_, keys_, mark_key_, 2 * max_ttl_ + 60'000);
+  append_quarantine_mark(command_, keys_, mark_key_, 2 * max_ttl_ + 60'000, nodes_[node].marked);
   io_.send(node,
            request_tag{request_kind::quarantine_mark, static_cast<std::uint32_t>(node),
                        nodes_[node].mark_generation},

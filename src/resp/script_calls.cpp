@@ -207,9 +207,10 @@ void append_hand_over(std::string& out, script_by by, std::string_view key,
 }
 
 void append_quarantine_mark(std::string& out, const register_keys& keys, std::string_view mark,
-                            std::uint64_t mark_ms) {
+                            std::uint64_t mark_ms, bool again) {
   append_command(out, {"EVAL", script_source(script::seed), "3", keys.fence, keys.max_ttl, mark,
-                       "0", "0", "mark", decimal(std::max<std::uint64_t>(mark_ms, 1)).view()});
+                       "0", "0", again ? "remark" : "mark",
+                       decimal(std::max<std::uint64_t>(mark_ms, 1)).view()});
 }
 
 void append_seed(std::string& out, const register_keys& keys, std::string_view mark,

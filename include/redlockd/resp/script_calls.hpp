@@ -90,10 +90,11 @@ void append_hand_over(std::string& out, script_by by, std::string_view key,
                       const register_keys& keys, std::string_view owner, std::uint64_t ttl_ms,
                       std::uint64_t proposal, const wait_mark& mark,
                       std::string_view releasing_owner);
-// A quarantined master's two steps (seed.lua, always by source): `mark` is this daemon's
-// quarantine mark key; the mark lives `mark_ms`.
+// A quarantined master's steps (seed.lua, always by source): `mark` is this daemon's quarantine
+// mark key; the mark lives `mark_ms`. `again`: the mark was set (answered) in this quarantine,
+// so a mark gone since stays a loss ('remark').
 void append_quarantine_mark(std::string& out, const register_keys& keys, std::string_view mark,
-                            std::uint64_t mark_ms);
+                            std::uint64_t mark_ms, bool again);
 void append_seed(std::string& out, const register_keys& keys, std::string_view mark,
                  std::uint64_t fence, std::uint64_t max_ttl_ms);
 void append_register_read(std::string& out, const register_keys& keys); // MGET of both

@@ -1524,12 +1524,17 @@ TEST_CASE("a reconnection's mark answer counts though the fleet read was asked a
   // seed through, and the master voted 47 ms later.
   fixture f;
   f.connect(1, "a-new-run-id", 50, std::nullopt, 0);
+  CHECK(f.nodes.of(request_kind::quarantine_mark).at(0).bytes.find("$4\r\nmark\r\n") !=
+        std::string::npos);
   f.answer(1, request_kind::quarantine_mark, ":0\r\n"); // set for the first time
   const auto losses = f.engine.counters().key_losses;
   f.nodes.sent.clear();
   f.connect(1, "a-new-run-id", 5000, 7); // the same run again: the mark is set again
   const auto marks = f.nodes.of(request_kind::quarantine_mark);
   REQUIRE(marks.size() == 1);
+  // Set once already: a mark gone since stays a loss on the master (seed.lua), so that this
+  // answer, were it lost with the connection, would not be lost with it.
+  CHECK(marks[0].bytes.find("$6\r\nremark\r\n") != std::string::npos);
   f.nodes.sent.clear();
   f.advance(5s); // no majority answered the fleet read: it is asked again
   REQUIRE_FALSE(f.nodes.of(request_kind::fleet_read).empty());

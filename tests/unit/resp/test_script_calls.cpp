@@ -94,11 +94,18 @@ TEST_CASE("script calls carry their keys and arguments, by SHA or by source", "[
                             "18446744073709551615", "30000", "seed", "0"});
   CHECK(seed == expected);
   std::string mark;
-  append_quarantine_mark(mark, keys, "redlockd:fence:quarantine:d1", 70000);
+  append_quarantine_mark(mark, keys, "redlockd:fence:quarantine:d1", 70000, false);
   expected.clear();
   append_command(expected, {"EVAL", script_source(script::seed), "3", "redlockd:fence",
                             "redlockd:fence:max_ttl", "redlockd:fence:quarantine:d1", "0", "0",
                             "mark", "70000"});
+  CHECK(mark == expected);
+  mark.clear();
+  append_quarantine_mark(mark, keys, "redlockd:fence:quarantine:d1", 70000, true);
+  expected.clear();
+  append_command(expected, {"EVAL", script_source(script::seed), "3", "redlockd:fence",
+                            "redlockd:fence:max_ttl", "redlockd:fence:quarantine:d1", "0", "0",
+                            "remark", "70000"});
   CHECK(mark == expected);
 
   std::string read;
