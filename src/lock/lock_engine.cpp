@@ -317,7 +317,8 @@ void lock_engine::on_failure(std::size_t node, const request_tag& tag) {
     health_.on_seed_lost(tag);
     return;
   case request_kind::quarantine_mark:
-    return; // set again at the reconnection (judge)
+    health_.on_mark_lost(tag);
+    return;
   default:
     break;
   }

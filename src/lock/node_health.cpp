@@ -115,7 +115,7 @@ void node_health::judge(std::size_t node, const node_facts& facts) {
   }
   if (h.state == trust::unknown)
     h.state = trust::trusted;
-  else if (judged)
+  else if (judged && h.marks_out == 0) // (one sent while the link was down goes out first on it)
     send_mark(node); // its answer sends the seed again if one was lost with the connection
 }
 
@@ -173,7 +173,8 @@ void node_health::send_mark(std::size_t node) {
   // finds it gone and the quarantine only starts over. Lost with a connection: set again at the
   // reconnection (judge), or at the next timer.
   command_.clear();
-  append_quarantine_mark(command_, keys_, mark_key_, 2 * max_ttl_ + 60'000, nodes_[node].marked);
+  append_quarantine_mark(command_, keys_, mark_key_, mark_life_ms(), nodes_[node].marked);
+  ++nodes_[node].marks_out;
   io_.send(node,
            request_tag{request_kind::quarantine_mark, static_cast<std::uint32_t>(node),
                        nodes_[node].mark_generation},
@@ -183,6 +184,8 @@ void node_health::send_mark(std::size_t node) {
 void node_health::on_mark_reply(std::size_t node, const request_tag& tag,
                                 const script_reply& reply) {
   node_record& h = nodes_[node];
+  if (tag.op == node && h.marks_out > 0)
+    --h.marks_out;
   // Checked against the quarantine, not the fleet read in progress: a read restarted while
   // the answer was on its way (a master came back, a retry) must not drop an answer that says
   // the mark was gone, or the mark it set again lets the seed through (simulator seed 13004379
@@ -386,11 +389,17 @@ void node_health::on_seed_lost(const request_tag& tag) {
     nodes_[tag.op].seed_in_flight = false; // sent again when the node reconnects (judge)
 }
 
+void node_health::on_mark_lost(const request_tag& tag) {
+  if (tag.op < node_count_ && nodes_[tag.op].marks_out > 0)
+    --nodes_[tag.op].marks_out; // sent again when the node reconnects (judge)
+}
+
 void node_health::on_timer(std::size_t node) {
   node_record& h = nodes_[node];
   const bool judged = h.state == trust::quarantined || h.state == trust::reseeding;
   if (judged && !h.marked) {
-    send_mark(node); // not answered yet, or answered with an error; the read follows it
+    if (h.marks_out == 0)
+      send_mark(node); // answered with an error (or not sent); the read follows the answer
     add_deadline_(retry_at(), static_cast<std::uint32_t>(node), h.read_generation);
     return;
   }

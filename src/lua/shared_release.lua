@@ -14,8 +14,8 @@
 local m = (ARGV[2] or '') ~= '' and redis.call('get', KEYS[2])
 local score = m and redis.call('zscore', KEYS[1] .. ' readers', ARGV[1])
 local now = now_ms(redis.call('time'))
-local removed = shared_release(KEYS[1], ARGV[1], now)
-if removed == 1 and m then
+local result, removed = shared_release(KEYS[1], ARGV[1], now)
+if removed and m then
   local slack = tonumber(string.match(ARGV[2], '^%S+ (%d+) '))
   if not live_readers(KEYS[1], now) or
       tonumber(score) > now + readers_pttl(KEYS[1], now) + slack then
@@ -23,4 +23,4 @@ if removed == 1 and m then
     wake_released(KEYS[2], m)
   end
 end
-return removed
+return result

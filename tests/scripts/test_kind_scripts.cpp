@@ -662,9 +662,13 @@ TEST_CASE("a live reader whose guard this master lost hears gone (-1) from its e
   REQUIRE(field(shared_lock(m, reader_a, 30000), 0) == 1);
   REQUIRE(field(shared_lock(m, reader_b, 20000), 0) == 1);
   m.run({"DEL", "r"});
+  const std::string until = m.run({"ZSCORE", "r readers", reader_a}).str;
   CHECK(field(m.eval(script::shared_extend, {"r", max_ttl}, {reader_a, "40000"}), 0) == -1);
-  CHECK(m.get("r") == "(nil)"); // an extension that answers gone changes nothing
+  // Not extended, but guarded again: the daemons that were not told must be refused here.
+  CHECK(m.run({"ZSCORE", "r readers", reader_a}).str == until);
   CHECK(m.get(max_ttl) == "30000");
+  CHECK(m.get("r") == "redlockd:readers");
+  m.run({"DEL", "r"});
   CHECK(release_reader(m, "redlockd:fence:waiting:r", reader_b).integer == -1);
   // The release still ends its hold and guards the readers left.
   CHECK(m.run({"ZSCORE", "r readers", reader_b}).type == redis_reply::kind::nil);
@@ -675,6 +679,20 @@ TEST_CASE("a live reader whose guard this master lost hears gone (-1) from its e
   m.run({"SET", "r", "writer", "PX", "5000"});
   CHECK(release_reader(m, "redlockd:fence:waiting:r", reader_a).integer == -1);
   CHECK(m.get("r") == "writer");
+  // The last reader, unguarded, still wakes another daemon's waiting writer as it leaves.
+  const std::string marker = "redlockd:fence:waiting:w";
+  master w;
+  shared_lock(w, reader_a, 4000, "", "w");
+  REQUIRE(field(w.eval(script::acquire_wait, {"w", fence, max_ttl, marker},
+                       {"writer-1", "5000", "8", "2500", "d2d2d2d2d2d2d2d2", "8", "200", "0"}),
+                0) == 0);
+  REQUIRE(w.get(marker) != "(nil)");
+  w.run({"DEL", "w"});
+  const long long before = publishes(w);
+  CHECK(w.eval(script::shared_release, {"w", marker},
+               {reader_a, "d1d1d1d1d1d1d1d1 200 redlockd:fence:wake"})
+            .integer == -1);
+  CHECK(publishes(w) == before + 1);
   // A reader whose time has passed is released as before, guard or not.
   m.run({"ZADD", "t readers", std::to_string(m.now_ms() - 10), reader_b});
   m.run({"PEXPIRE", "t readers", "5000"});

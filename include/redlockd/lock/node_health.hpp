@@ -66,6 +66,7 @@ class node_health {
   void on_seed_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
   void on_mark_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
   void on_seed_lost(const request_tag& tag);
+  void on_mark_lost(const request_tag& tag);
   void on_timer(std::size_t node);
   bool timer_stale(std::size_t node, std::uint64_t stamp) const {
     return nodes_[node].read_generation != stamp;
@@ -126,6 +127,10 @@ class node_health {
     // The quarantine a 'mark' answer belongs to: fleet reads restart read_generation, and the
     // answer of a mark sent at a reconnection must still count (it may say the mark was gone).
     std::uint32_t mark_generation = 0;
+    // Marks sent and not answered (nor failed with their connection): no other is sent beside
+    // one, which could set the mark again after a loss that the first answer came before (a
+    // review: the timer sent a second 'mark' while the first was slow).
+    std::uint32_t marks_out = 0;
     std::optional<time_sample> clock; // the last TIME sample
     bool clock_carried = false;       // it came from an earlier connection (to the same run)
   };
@@ -138,6 +143,8 @@ class node_health {
   void start_fleet_read(std::size_t node);
   void fleet_read_done(std::size_t node);
   void send_seed(std::size_t node);
+  // How long a quarantine mark lives: past the quarantine comfortably.
+  std::uint64_t mark_life_ms() const { return 2 * max_ttl_ + 60'000; }
   void send_mark(std::size_t node);
   void maybe_seed(std::size_t node);
   std::int64_t clock_jump_bound_us() const;

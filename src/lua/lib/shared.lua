@@ -36,8 +36,9 @@ local function unguarded_reader(key, score, now)
 end
 
 -- Ends `owner`'s shared hold: 1 if it was there, -1 if it is gone (expired, never taken, or
--- unguarded). The guard follows the readers left: a writer gets in when they are gone, not at
--- the time of the reader that left.
+-- unguarded); and whether a hold was removed (an unguarded one is, and is answered -1). The
+-- guard follows the readers left: a writer gets in when they are gone, not at the time of the
+-- reader that left.
 local function shared_release(key, owner, now)
   local unguarded = unguarded_reader(key, redis.call('zscore', key .. ' readers', owner), now)
   local removed = redis.call('zrem', key .. ' readers', owner)
@@ -46,16 +47,22 @@ local function shared_release(key, owner, now)
     redis.call('del', key .. ' readers', key .. ' labels')
   end
   guard_readers(key, now)
-  if removed == 1 and not unguarded then return 1 end
-  return -1
+  if removed == 1 and not unguarded then return 1, true end
+  return -1, removed == 1
 end
 
 -- Moves `owner`'s expiry to now + ttl if its hold is still live; never re-creates it (R4).
--- 1 if set, -1 if gone, unguarded too (left as it is: another reader's step guards it again).
+-- 1 if set, -1 if gone. An unguarded one is not extended, but its guard is set again (as any
+-- reader's step does): the daemon that hears -1 stops counting this master, the others do not,
+-- and their writers must be refused here again (a review: the window stayed open until the
+-- reader's time ran out).
 local function shared_extend(key, owner, ttl, now)
   local score = redis.call('zscore', key .. ' readers', owner)
   if not score or tonumber(score) < now then return -1 end
-  if unguarded_reader(key, score, now) then return -1 end
+  if unguarded_reader(key, score, now) then
+    guard_readers(key, now)
+    return -1
+  end
   redis.call('zadd', key .. ' readers', 'XX', now + tonumber(ttl), owner)
   raise_ttl(key .. ' readers', ttl)
   guard_readers(key, now)

@@ -1549,6 +1549,30 @@ TEST_CASE("a reconnection's mark answer counts though the fleet read was asked a
   CHECK(f.nodes.of(request_kind::acquire).size() == 4); // it does not vote
 }
 
+TEST_CASE("a quarantine mark is not sent again while one is out, and is at the reconnection "
+          "after its connection failed",
+          "[engine][quarantine]") {
+  // A review: the timer sent a second 'mark' beside a slow one. Its answer came after the first
+  // one's; a loss between the two was then covered by the mark it set again, and the next
+  // reconnection's 'remark' found it there.
+  fixture f;
+  f.connect(1, "a-new-run-id", 50, std::nullopt, 0);
+  const auto marks = f.nodes.of(request_kind::quarantine_mark);
+  REQUIRE(marks.size() == 1);
+  f.nodes.sent.clear();
+  f.advance(5s); // the answer is slow: the timer fires several times
+  CHECK(f.nodes.of(request_kind::quarantine_mark).empty());
+  f.engine.on_failure(1, marks[0].tag); // lost with its connection
+  f.connect(1, "a-new-run-id", 5000, 7);
+  REQUIRE(f.nodes.of(request_kind::quarantine_mark).size() == 1);
+  // An error answer is sent again at the next timer.
+  const auto again = f.nodes.of(request_kind::quarantine_mark);
+  f.engine.on_reply(1, again[0].tag, decode(again[0].tag, *resp("-ERR busy\r\n")));
+  f.nodes.sent.clear();
+  f.advance(2s);
+  CHECK(f.nodes.of(request_kind::quarantine_mark).size() == 1);
+}
+
 TEST_CASE("a master without a fence counter on a fleet that has one counts as restarted",
           "[engine][quarantine]") {
   fixture f;
