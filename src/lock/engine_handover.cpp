@@ -53,10 +53,16 @@ bool lock_engine::handing_to_waiter(const operation& unlock_op) const {
 void lock_engine::pass_to_waiter(std::uint32_t unlock_slot, std::size_t node,
                                  const script_reply* reply) {
   const operation& op = slots_[unlock_slot];
-  if (!handing_to_waiter(op))
-    return; // the waiter's round is over: it left, failed or was answered
   const hand_over_link link = op.handing;
   const request_tag waiter_tag{request_kind::acquire, link.waiter_slot, link.waiter_generation};
+  if (!handing_to_waiter(op)) {
+    // The waiter's round is over: it left, failed or was answered; or its fencing round is out,
+    // and a grant of this round is its lock's too.
+    const auto* hand = reply ? std::get_if<hand_over_reply>(reply) : nullptr;
+    if (link.active && hand != nullptr && slots_[link.waiter_slot].serial == link.waiter_serial)
+      late_fenced_grant(waiter_tag, node, hand->grant);
+    return;
+  }
   if (reply == nullptr) {
     if (slots_[link.waiter_slot].tally.record(node, vote::failed))
       after_vote(link.waiter_slot);

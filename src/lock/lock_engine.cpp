@@ -269,8 +269,10 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
   if (tag.generation == 0 || tag.op >= slots_.size())
     return;
   if (!expects(tag, node)) {
-    if (tag.kind == traits_of(slots_[tag.op].hold_kind).acquire_request)
+    if (tag.kind == traits_of(slots_[tag.op].hold_kind).acquire_request) {
       late_grant(tag, reply);
+      late_fenced_grant(tag, node, reply);
+    }
     return;
   }
   if (tag.kind == request_kind::hand_over)

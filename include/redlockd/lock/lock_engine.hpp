@@ -188,6 +188,7 @@ class lock_engine {
   void take_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
   // A grant that comes after a waiter's failed attempt was decided: it may show a split vote.
   void late_grant(const request_tag& tag, const script_reply& reply);
+  void late_fenced_grant(const request_tag& tag, std::size_t node, const script_reply& reply);
 
   // Votes and key-loss detection (engine_votes.cpp)
   void count_vote(std::uint32_t slot, std::size_t node, const script_reply& reply);

@@ -65,6 +65,9 @@ struct acquisition {
   // Masters whose acquire set this attempt's key (granted, in time or not): when they are a
   // majority and the attempt still fails, it held the lock for a moment as a holder does.
   std::uint32_t took = 0;
+  // The round whose grants won the quorum: its grants that come while a fencing round is out are
+  // the lock's too (lock_engine::late_fenced_grant).
+  std::uint32_t grant_generation = 0;
   bool queued = false;       // LOCK ... WAIT: in the resource's queue, gives up at wait_until
   bool keep = false;         // KEEP: counts against its connection's limit
   bool keep_started = false; // the KEEP lock exists; it owns that count now

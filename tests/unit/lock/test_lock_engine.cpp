@@ -872,6 +872,35 @@ TEST_CASE("a hand-over that meets a larger fence takes a fencing round", "[engin
   CHECK(f.engine.counters().fence_conflicts == 1);
 }
 
+TEST_CASE("a hand-over's grants during its fencing round are the new holder's: a master "
+          "among them that loses its key is noticed",
+          "[engine][handover][quarantine]") {
+  // Simulator seed 23001971 --faults key-loss: the grants of masters 1 and 3 came after the
+  // quorum, while the fencing round was out, and were dropped; the lease named masters 0, 2 and
+  // 4 only, the holder's EXTEND that master 1 answered "gone" judged nothing, and master 1
+  // voted for a second holder of a lock it had lost.
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  hold_with_waiter(f, a, b);
+  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
+  const std::uint64_t p = proposal_in(f, request_kind::hand_over);
+  f.answer(0, request_kind::hand_over, handed(1, 1));
+  f.answer(1, request_kind::hand_over, handed(p + 699, 1));
+  f.answer(2, request_kind::hand_over, handed(1, 1));
+  REQUIRE(f.count_sent(request_kind::fence_bump) == 5);
+  f.answer(3, request_kind::hand_over, handed(1, -1)); // granted there too, after the quorum
+  f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
+  REQUIRE(b->lines.count(0) == 1);
+  const std::string b_owner = words(b->lines[0])[1];
+  // Master 3 loses the key: the holder's EXTEND notices it.
+  f.engine.extend(extend_request{"r", b_owner, 10000}, b, 1);
+  f.answer(0, request_kind::extend, extended(1));
+  f.answer(3, request_kind::extend, extended(-1));
+  CHECK(f.engine.status_of(3).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.counters().key_losses == 1);
+}
+
 TEST_CASE("UNLOCK releases normally for a foreign owner or while the head's attempt is in flight",
           "[engine][handover]") {
   fixture f;
