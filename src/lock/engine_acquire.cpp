@@ -112,6 +112,7 @@ void lock_engine::new_attempt(operation& op) {
   op.lock.retry_ms = 0;
   op.lock.took = 0;
   op.lock.grant_generation = 0;
+  op.lock.grant_pending = 0;
   op.lock.kept_ticket = 0;
   op.lock.rivals_marked = false;
   if (op.lock.queued && op.lock.ticket == 0)
@@ -126,6 +127,7 @@ void lock_engine::decide_lock(std::uint32_t slot, const verdict& v) {
   if (op.phase == op_phase::voting && votes_of(slot).state() == vote_tally::outcome::reached) {
     op.watch.granted = votes_of(slot).yes_mask(); // a fencing round resets the tally
     op.lock.grant_generation = op.generation;
+    op.lock.grant_pending = votes_of(slot).mask_of(vote::pending);
   }
   switch (v.what) {
   case verdict::kind::granted:
@@ -241,25 +243,66 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
                   {op.owner, expires, now_() + std::chrono::milliseconds(validity),
                    op.watch.granted, op.lock.fence.proposed(), op.lock.label, op.hold_kind});
   }
+  watch_late_grants(slot);
   op.watch.drain = true; // grants that come after the reply belong to the lock too
   finish_grant(slot, std::move(grant));
 }
 
-void lock_engine::late_fenced_grant(const request_tag& tag, std::size_t node,
-                                    const script_reply& reply) {
-  // A grant of the round that won the quorum, come while the fencing round after it is out: the
-  // lock is held there too, and its key lost there must be judged as anywhere it was granted
-  // (simulator seed 23001971 --faults key-loss: a hand-over's late grants were dropped, the
-  // lease named three masters of five, and a master that lost its key voted for a second
-  // holder). Grants after the fencing round's decision are not collected (no drain follows it).
-  operation& op = slots_[tag.op];
+bool lock_engine::grants_for(const script_reply& reply, std::size_t node, std::int64_t slot) const {
+  // A complete grant of a trusted master (of the permit's own slot).
   const auto* acquire = std::get_if<acquire_reply>(&reply);
-  if (op.kind != op_kind::lock || op.phase != op_phase::fencing ||
-      tag.generation != op.lock.grant_generation || acquire == nullptr || !acquire->complete ||
-      acquire->status != 1 || (acquire->slot && *acquire->slot != op.lock.slot) ||
-      !health_.trusted(node))
+  return acquire != nullptr && acquire->complete && acquire->status == 1 &&
+         (!acquire->slot || *acquire->slot == slot) && health_.trusted(node);
+}
+
+void lock_engine::late_winning_grant(const request_tag& tag, std::size_t node,
+                                     const script_reply& reply) {
+  // A grant of the round that won the quorum, come after it (its tag is that round's): the lock
+  // is held there too, and its key lost there must be judged as anywhere it was granted
+  // (simulator seed 23001971 --faults key-loss: a hand-over met a larger fence, the grants that
+  // came during the fencing round were dropped, the lease named three masters of five, and a
+  // master that lost its key voted for a second holder). A plain drain collects them when no
+  // fencing round follows; here, while the fencing round is out, the operation keeps them, and
+  // once it granted, the lease or KEEP lock does (late_grants_).
+  operation& op = slots_[tag.op];
+  if (op.kind == op_kind::lock && op.phase == op_phase::fencing &&
+      tag.generation == op.lock.grant_generation &&
+      (op.lock.grant_pending & (std::uint32_t{1} << node)) != 0) {
+    op.lock.grant_pending &= ~(std::uint32_t{1} << node);
+    if (grants_for(reply, node, op.lock.slot))
+      op.watch.granted |= std::uint32_t{1} << node;
     return;
-  op.watch.granted |= std::uint32_t{1} << node;
+  }
+  const clock_type::time_point now = now_();
+  std::erase_if(late_grants_, [&](const late_grant_watch& w) { return w.until <= now; });
+  for (auto it = late_grants_.begin(); it != late_grants_.end(); ++it) {
+    if (it->slot != tag.op || it->generation != tag.generation ||
+        (it->pending & (std::uint32_t{1} << node)) == 0)
+      continue;
+    it->pending &= ~(std::uint32_t{1} << node);
+    if (grants_for(reply, node, it->permit_slot)) {
+      if (lease* held = leases_.find(it->key, it->owner))
+        held->granted |= std::uint32_t{1} << node;
+      if (keep_lock* k = keeps_.find(it->key, it->owner))
+        k->granted |= std::uint32_t{1} << node;
+    }
+    if (it->pending == 0)
+      late_grants_.erase(it);
+    return;
+  }
+}
+
+void lock_engine::watch_late_grants(std::uint32_t slot) {
+  // Granted after a fencing round: the winning round's masters that had not answered may still
+  // grant, until that round's deadline.
+  const operation& op = slots_[slot];
+  if (op.phase != op_phase::fencing || op.lock.grant_pending == 0)
+    return;
+  // Bounded by the grants of one node timeout: a master that never answers leaves no entry.
+  const clock_type::time_point now = now_();
+  std::erase_if(late_grants_, [&](const late_grant_watch& w) { return w.until <= now; });
+  late_grants_.push_back({slot, op.lock.grant_generation, op.key, op.owner, op.lock.grant_pending,
+                          op.lock.slot, op.t0 + node_timeout_for(op.ttl_ms, cfg_.node_timeout_ms)});
 }
 
 void lock_engine::late_grant(const request_tag& tag, const script_reply& reply) {

@@ -60,7 +60,7 @@ void lock_engine::pass_to_waiter(std::uint32_t unlock_slot, std::size_t node,
     // and a grant of this round is its lock's too.
     const auto* hand = reply ? std::get_if<hand_over_reply>(reply) : nullptr;
     if (link.active && hand != nullptr && slots_[link.waiter_slot].serial == link.waiter_serial)
-      late_fenced_grant(waiter_tag, node, hand->grant);
+      late_winning_grant(waiter_tag, node, hand->grant);
     return;
   }
   if (reply == nullptr) {

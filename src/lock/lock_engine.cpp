@@ -271,7 +271,7 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
   if (!expects(tag, node)) {
     if (tag.kind == traits_of(slots_[tag.op].hold_kind).acquire_request) {
       late_grant(tag, reply);
-      late_fenced_grant(tag, node, reply);
+      late_winning_grant(tag, node, reply);
     }
     return;
   }

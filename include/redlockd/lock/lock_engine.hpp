@@ -188,7 +188,11 @@ class lock_engine {
   void take_reply(std::size_t node, const request_tag& tag, const script_reply& reply);
   // A grant that comes after a waiter's failed attempt was decided: it may show a split vote.
   void late_grant(const request_tag& tag, const script_reply& reply);
-  void late_fenced_grant(const request_tag& tag, std::size_t node, const script_reply& reply);
+  // The winning round's grants that come after its quorum while (or after) a fencing round is
+  // out: the lease's masters too (engine_acquire.cpp).
+  void late_winning_grant(const request_tag& tag, std::size_t node, const script_reply& reply);
+  void watch_late_grants(std::uint32_t slot);
+  bool grants_for(const script_reply& reply, std::size_t node, std::int64_t slot) const;
 
   // Votes and key-loss detection (engine_votes.cpp)
   void count_vote(std::uint32_t slot, std::size_t node, const script_reply& reply);
@@ -306,6 +310,18 @@ class lock_engine {
   redlockd::keep_locks keeps_;
   lease_table leases_;
   release_cleanups cleanups_;
+  // Locks granted after a fencing round, whose winning round's grants may still come: by that
+  // round's tag, the masters not heard yet, until its deadline.
+  struct late_grant_watch {
+    std::uint32_t slot = 0;
+    std::uint32_t generation = 0;
+    std::string key;
+    owner_id owner{};
+    std::uint32_t pending = 0;
+    std::int64_t permit_slot = 0;
+    clock_type::time_point until{};
+  };
+  std::vector<late_grant_watch> late_grants_;
   std::minstd_rand random_;
 };
 

@@ -68,9 +68,10 @@ struct acquisition {
   // The round whose grants won the quorum: its grants that come while a fencing round is out are
   // the lock's too (lock_engine::late_fenced_grant).
   std::uint32_t grant_generation = 0;
-  bool queued = false;       // LOCK ... WAIT: in the resource's queue, gives up at wait_until
-  bool keep = false;         // KEEP: counts against its connection's limit
-  bool keep_started = false; // the KEEP lock exists; it owns that count now
+  std::uint32_t grant_pending = 0; // the masters that had not answered that round at its quorum
+  bool queued = false;             // LOCK ... WAIT: in the resource's queue, gives up at wait_until
+  bool keep = false;               // KEEP: counts against its connection's limit
+  bool keep_started = false;       // the KEEP lock exists; it owns that count now
   clock_type::time_point wait_until{};
   // A queued LOCK's next attempt: the stamp of its wait_retry deadline (0: none pending) and
   // when it is due. A new attempt, or an earlier retry, makes the pending one stale.

@@ -889,16 +889,54 @@ TEST_CASE("a hand-over's grants during its fencing round are the new holder's: a
   f.answer(1, request_kind::hand_over, handed(p + 699, 1));
   f.answer(2, request_kind::hand_over, handed(1, 1));
   REQUIRE(f.count_sent(request_kind::fence_bump) == 5);
-  f.answer(3, request_kind::hand_over, handed(1, -1)); // granted there too, after the quorum
+  f.answer(3, request_kind::hand_over, handed(1, 1)); // granted there too, after the quorum
   f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
   REQUIRE(b->lines.count(0) == 1);
+  f.answer(4, request_kind::hand_over, handed(1, 1)); // and there, after the grant
   const std::string b_owner = words(b->lines[0])[1];
-  // Master 3 loses the key: the holder's EXTEND notices it.
+  // Masters 3 and 4 lose the key: the holder's EXTEND notices it.
   f.engine.extend(extend_request{"r", b_owner, 10000}, b, 1);
   f.answer(0, request_kind::extend, extended(1));
   f.answer(3, request_kind::extend, extended(-1));
+  f.answer(4, request_kind::extend, extended(-1));
   CHECK(f.engine.status_of(3).reason == lock_engine::quarantine_reason::keyloss);
-  CHECK(f.engine.counters().key_losses == 1);
+  CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.counters().key_losses == 2);
+}
+
+TEST_CASE("a LOCK's grants after its quorum are the holder's: one whose master loses the "
+          "key is noticed, come during or after the fencing round",
+          "[engine][quarantine]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  const bool keep = GENERATE(false, true);
+  CAPTURE(keep);
+  lock_request request = lock_of("r", 10000);
+  request.keep = keep;
+  f.engine.lock(request, a, 0);
+  const std::uint64_t p = proposal_in(f, request_kind::acquire);
+  f.answer(0, request_kind::acquire, granted(1));
+  f.answer(1, request_kind::acquire, granted(p + 699)); // another daemon handed out p + 699
+  f.answer(2, request_kind::acquire, granted(1));
+  REQUIRE(f.count_sent(request_kind::fence_bump) == 5);
+  f.answer(3, request_kind::acquire, granted(1)); // during the fencing round
+  f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
+  REQUIRE(a->lines.count(0) == 1);
+  REQUIRE(a->lines[0].starts_with("OK "));
+  f.answer(4, request_kind::acquire, granted(1)); // after the grant
+  const std::string owner = words(a->lines[0])[1];
+  f.nodes.sent.clear();
+  if (keep)
+    f.advance(3400ms); // the first renewal, a third of the TTL in
+  else
+    f.engine.extend(extend_request{"r", owner, 10000}, a, 1);
+  REQUIRE(f.nodes.of(request_kind::extend).size() == 5);
+  f.answer(0, request_kind::extend, extended(1));
+  f.answer(3, request_kind::extend, extended(-1));
+  f.answer(4, request_kind::extend, extended(-1));
+  CHECK(f.engine.status_of(3).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.counters().key_losses == 2);
 }
 
 TEST_CASE("UNLOCK releases normally for a foreign owner or while the head's attempt is in flight",
