@@ -270,8 +270,8 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
     return;
   if (!expects(tag, node)) {
     if (tag.kind == traits_of(slots_[tag.op].hold_kind).acquire_request) {
-      late_grant(tag, reply);
-      late_winning_grant(tag, node, reply);
+      late_grant(tag, reply);               // a waiter's failed attempt: a split
+      late_winning_grant(tag, node, reply); // a granted one, fenced: its lease's masters
     }
     return;
   }

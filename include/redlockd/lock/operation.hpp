@@ -65,8 +65,8 @@ struct acquisition {
   // Masters whose acquire set this attempt's key (granted, in time or not): when they are a
   // majority and the attempt still fails, it held the lock for a moment as a holder does.
   std::uint32_t took = 0;
-  // The round whose grants won the quorum: its grants that come while a fencing round is out are
-  // the lock's too (lock_engine::late_fenced_grant).
+  // The round whose grants won the quorum: its grants that come after it, while a fencing round
+  // is out or once the lock is granted, are the lock's too (lock_engine::late_winning_grant).
   std::uint32_t grant_generation = 0;
   std::uint32_t grant_pending = 0; // the masters that had not answered that round at its quorum
   bool queued = false;             // LOCK ... WAIT: in the resource's queue, gives up at wait_until
