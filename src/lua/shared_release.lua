@@ -10,11 +10,10 @@
 -- so it is when the reader that lived longest leaves and the others end more than the slack
 -- sooner: a writer the readers refused sleeps on the longest one's time (simulator seed
 -- 130230: 300 ms on a free lock).
--- (The mark and the reader's score are read first; without a mark, nobody waits: no more.)
+-- (The mark is read first; without one, nobody waits: no more. shared_release reads the score.)
 local m = (ARGV[2] or '') ~= '' and redis.call('get', KEYS[2])
-local score = m and redis.call('zscore', KEYS[1] .. ' readers', ARGV[1])
 local now = now_ms(redis.call('time'))
-local result, removed = shared_release(KEYS[1], ARGV[1], now)
+local result, removed, score = shared_release(KEYS[1], ARGV[1], now)
 if removed and m then
   local slack = tonumber(string.match(ARGV[2], '^%S+ (%d+) '))
   if not live_readers(KEYS[1], now) or

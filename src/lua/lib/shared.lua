@@ -36,19 +36,21 @@ local function unguarded_reader(key, score, now)
 end
 
 -- Ends `owner`'s shared hold: 1 if it was there, -1 if it is gone (expired, never taken, or
--- unguarded); and whether a hold was removed (an unguarded one is, and is answered -1). The
+-- unguarded); whether a hold was removed (an unguarded one is, and is answered -1); and its
+-- time (score) before it was removed, nil if none. The
 -- guard follows the readers left: a writer gets in when they are gone, not at the time of the
 -- reader that left.
 local function shared_release(key, owner, now)
-  local unguarded = unguarded_reader(key, redis.call('zscore', key .. ' readers', owner), now)
+  local score = redis.call('zscore', key .. ' readers', owner)
+  local unguarded = unguarded_reader(key, score, now)
   local removed = redis.call('zrem', key .. ' readers', owner)
   redis.call('hdel', key .. ' labels', owner)
   if redis.call('zcard', key .. ' readers') == 0 then
     redis.call('del', key .. ' readers', key .. ' labels')
   end
   guard_readers(key, now)
-  if removed == 1 and not unguarded then return 1, true end
-  return -1, removed == 1
+  if removed == 1 and not unguarded then return 1, true, score end
+  return -1, removed == 1, score
 end
 
 -- Moves `owner`'s expiry to now + ttl if its hold is still live; never re-creates it (R4).
