@@ -255,6 +255,13 @@ bool lock_engine::grants_for(const script_reply& reply, std::size_t node, std::i
          (!acquire->slot || *acquire->slot == slot) && health_.trusted(node);
 }
 
+bool lock_engine::grants_other_slot(const script_reply& reply, std::int64_t slot) {
+  // A permit's grant of another slot than `slot` (it holds that one there).
+  const auto* acquire = std::get_if<acquire_reply>(&reply);
+  return acquire != nullptr && acquire->complete && acquire->status == 1 && acquire->slot &&
+         *acquire->slot != slot;
+}
+
 void lock_engine::late_winning_grant(const request_tag& tag, std::size_t node,
                                      const script_reply& reply) {
   // A grant of the round that won the quorum, come after it (its tag is that round's): the lock
@@ -264,11 +271,15 @@ void lock_engine::late_winning_grant(const request_tag& tag, std::size_t node,
   // master that lost its key voted for a second holder). A plain drain collects them when no
   // fencing round follows; here, while the fencing round is out, the operation keeps them, and
   // once it granted, the lease or KEEP lock does (late_grants_).
+  // A permit's grant of another slot than the majority's is a minority hold of it, released
+  // there: by take_slot when it comes during the fencing round, at once when it comes later.
   operation& op = slots_[tag.op];
   if (op.kind == op_kind::lock && op.phase == op_phase::fencing &&
       tag.generation == op.lock.grant_generation &&
       (op.lock.grant_pending & (std::uint32_t{1} << node)) != 0) {
     op.lock.grant_pending &= ~(std::uint32_t{1} << node);
+    if (grants_other_slot(reply, op.lock.slot))
+      op.lock.took |= std::uint32_t{1} << node;
     if (grants_for(reply, node, op.lock.slot))
       op.watch.granted |= std::uint32_t{1} << node;
     return;
@@ -285,6 +296,9 @@ void lock_engine::late_winning_grant(const request_tag& tag, std::size_t node,
         held->granted |= std::uint32_t{1} << node;
       if (keep_lock* k = keeps_.find(it->key, it->owner))
         k->granted |= std::uint32_t{1} << node;
+    } else if (grants_other_slot(reply, it->permit_slot)) {
+      cleanups_.on(node, {it->kind, it->key, it->permits}, it->owner, it->expires,
+                   released::attempt);
     }
     if (it->pending == 0)
       late_grants_.erase(it);
@@ -302,7 +316,8 @@ void lock_engine::watch_late_grants(std::uint32_t slot) {
   const clock_type::time_point now = now_();
   std::erase_if(late_grants_, [&](const late_grant_watch& w) { return w.until <= now; });
   late_grants_.push_back({slot, op.lock.grant_generation, op.key, op.owner, op.lock.grant_pending,
-                          op.lock.slot, op.t0 + node_timeout_for(op.ttl_ms, cfg_.node_timeout_ms)});
+                          op.lock.slot, op.t0 + node_timeout_for(op.ttl_ms, cfg_.node_timeout_ms),
+                          op.hold_kind, op.permits, op.t0 + std::chrono::milliseconds(op.ttl_ms)});
 }
 
 void lock_engine::late_grant(const request_tag& tag, const script_reply& reply) {

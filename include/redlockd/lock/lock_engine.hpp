@@ -191,6 +191,7 @@ class lock_engine {
   // The winning round's grants that come after its quorum while (or after) a fencing round is
   // out: the lease's masters too (engine_acquire.cpp).
   void late_winning_grant(const request_tag& tag, std::size_t node, const script_reply& reply);
+  static bool grants_other_slot(const script_reply& reply, std::int64_t slot);
   void watch_late_grants(std::uint32_t slot);
   bool grants_for(const script_reply& reply, std::size_t node, std::int64_t slot) const;
 
@@ -320,6 +321,10 @@ class lock_engine {
     std::uint32_t pending = 0;
     std::int64_t permit_slot = 0;
     clock_type::time_point until{};
+    // What a grant of another slot releases (a permit's): the hold, and when its key expires.
+    lock_kind kind = lock_kind::exclusive;
+    std::uint32_t permits = 0;
+    clock_type::time_point expires{};
   };
   std::vector<late_grant_watch> late_grants_;
   std::minstd_rand random_;

@@ -939,6 +939,45 @@ TEST_CASE("a LOCK's grants after its quorum are the holder's: one whose master l
   CHECK(f.engine.counters().key_losses == 2);
 }
 
+TEST_CASE("a permit's late grant of another slot is released there, come during or after "
+          "its fencing round",
+          "[engine][kinds]") {
+  // A master that gives the attempt another slot than the majority's holds a minority hold of
+  // it: take_slot releases those the round heard of; the grants that come later are released
+  // as they come, or the slot stays taken there until the TTL.
+  fixture f;
+  lock_request request = lock_of("s", 10000);
+  request.mode = lock_mode::permits;
+  request.permits = 2;
+  f.engine.lock(request, f.client, 0);
+  const std::uint64_t p = proposal_in(f, request_kind::acquire_slot);
+  // permit_acquire's grant: {1, previous counter, TIME, largest rival ticket, slot}.
+  const auto granted_slot = [](std::uint64_t previous, int slot) {
+    const std::string text = std::to_string(previous);
+    return "*6\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
+           "$1\r\n0\r\n:" + std::to_string(slot) + "\r\n";
+  };
+  f.answer(0, request_kind::acquire_slot, granted_slot(1, 0));
+  f.answer(1, request_kind::acquire_slot, granted_slot(p + 699, 0)); // a larger fence
+  f.answer(2, request_kind::acquire_slot, granted_slot(1, 0));
+  REQUIRE(f.count_sent(request_kind::fence_bump) == 5);
+  f.answer(3, request_kind::acquire_slot, granted_slot(1, 1)); // slot 1, during the fencing round
+  f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
+  REQUIRE(f.client->lines[0].starts_with("OK "));
+  const std::string owner = owner_in(f.client->lines[0]);
+  const auto cleanups_on = [&](std::size_t node) {
+    std::size_t n = 0;
+    for (const auto& c : f.nodes.of(request_kind::cleanup))
+      n += c.node == node && c.bytes.find(owner) != std::string::npos;
+    return n;
+  };
+  CHECK(cleanups_on(3) == 1);
+  f.answer(4, request_kind::acquire_slot, granted_slot(1, 1)); // slot 1, after the grant
+  CHECK(cleanups_on(4) == 1);
+  for (const std::size_t node : {0, 1, 2})
+    CHECK(cleanups_on(node) == 0);
+}
+
 TEST_CASE("UNLOCK releases normally for a foreign owner or while the head's attempt is in flight",
           "[engine][handover]") {
   fixture f;
