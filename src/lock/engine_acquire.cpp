@@ -222,6 +222,12 @@ void lock_engine::lock_acquired(std::uint32_t slot, std::int64_t validity) {
     const std::string key = op.key;
     cleanups_.everywhere(op.hold(), op.owner, expires, released::lock,
                          expecting(op.watch.granted, now_() + std::chrono::milliseconds(validity)));
+    // A permit's master that has not answered the winning round may give it another slot,
+    // which the lock's release (of the majority's slot) leaves: the attempt's goes there too.
+    if (op.hold_kind == lock_kind::permit)
+      for (std::size_t node = 0; node < node_count_; ++node)
+        if ((op.lock.grant_pending & (std::uint32_t{1} << node)) != 0)
+          cleanups_.on(node, op.hold(), op.owner, expires, released::attempt);
     finish(slot, {});
     lock_released(key, now_());
     return;

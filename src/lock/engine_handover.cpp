@@ -57,9 +57,10 @@ void lock_engine::pass_to_waiter(std::uint32_t unlock_slot, std::size_t node,
   const request_tag waiter_tag{request_kind::acquire, link.waiter_slot, link.waiter_generation};
   if (!handing_to_waiter(op)) {
     // The waiter's round is over: it left, failed or was answered; or its fencing round is out,
-    // and a grant of this round is its lock's too.
+    // and a grant of this round is its lock's too (found by the round's tag: the waiter's place
+    // may serve another request by now).
     const auto* hand = reply ? std::get_if<hand_over_reply>(reply) : nullptr;
-    if (link.active && hand != nullptr && slots_[link.waiter_slot].serial == link.waiter_serial)
+    if (link.active && hand != nullptr)
       late_winning_grant(waiter_tag, node, hand->grant);
     return;
   }

@@ -269,10 +269,12 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
   if (tag.generation == 0 || tag.op >= slots_.size())
     return;
   if (!expects(tag, node)) {
-    if (tag.kind == traits_of(slots_[tag.op].hold_kind).acquire_request) {
-      late_grant(tag, reply);               // a waiter's failed attempt: a split
-      late_winning_grant(tag, node, reply); // a granted one, fenced: its lease's masters
-    }
+    if (tag.kind == traits_of(slots_[tag.op].hold_kind).acquire_request)
+      late_grant(tag, reply); // a waiter's failed attempt: a split
+    // A granted one, fenced: its lease's masters. Its place may serve a request of another kind
+    // by now (a fenced grant frees it at once): the round's tag finds it, not the place's kind.
+    if (tag.kind == request_kind::acquire || tag.kind == request_kind::acquire_slot)
+      late_winning_grant(tag, node, reply);
     return;
   }
   if (tag.kind == request_kind::hand_over)

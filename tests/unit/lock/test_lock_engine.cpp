@@ -978,6 +978,110 @@ TEST_CASE("a permit's late grant of another slot is released there, come during 
     CHECK(cleanups_on(node) == 0);
 }
 
+TEST_CASE("a fenced grant's late grants are its own after its place serves another request",
+          "[engine][kinds][quarantine]") {
+  // A fenced grant frees its operation's place at once; the next request takes it, of another
+  // kind maybe. A grant of the winning round that comes then is still the lock's (its round's
+  // tag says so): counted for the lease of an exclusive lock, released where a permit got
+  // another slot. Both were dropped when the place's new kind did not send that request.
+  fixture f;
+  const bool permit_first = GENERATE(false, true);
+  CAPTURE(permit_first);
+  const auto as_permit = [](lock_request req) {
+    req.mode = lock_mode::permits;
+    req.permits = 2;
+    return req;
+  };
+  const auto granted_slot = [](std::uint64_t previous, int slot) {
+    const std::string text = std::to_string(previous);
+    return "*6\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
+           "$1\r\n0\r\n:" + std::to_string(slot) + "\r\n";
+  };
+  auto a = std::make_shared<captured_replies>();
+  const request_kind attempt = permit_first ? request_kind::acquire_slot : request_kind::acquire;
+  f.engine.lock(permit_first ? as_permit(lock_of("s", 10000)) : lock_of("r", 10000), a, 0);
+  const std::uint64_t p = proposal_in(f, attempt);
+  const auto grant = [&](std::uint64_t previous, int slot) {
+    return permit_first ? granted_slot(previous, slot) : granted(previous);
+  };
+  f.answer(0, attempt, grant(1, 0));
+  f.answer(1, attempt, grant(p + 699, 0)); // a larger fence: a fencing round
+  f.answer(2, attempt, grant(1, 0));
+  f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
+  REQUIRE(a->lines[0].starts_with("OK "));
+  const std::string owner = owner_in(a->lines[0]);
+  // Another kind's request takes the place; then master 4's grant of the first round comes.
+  auto other = std::make_shared<captured_replies>();
+  f.engine.lock(permit_first ? lock_of("r", 10000) : as_permit(lock_of("s", 10000)), other, 0);
+  f.answer(4, attempt, grant(1, 1));
+  if (permit_first) {
+    std::size_t released = 0; // the attempt's release (its semaphore's n last): any slot
+    for (const auto& c : f.nodes.of(request_kind::cleanup))
+      released += c.node == 4 && c.bytes.find(owner) != std::string::npos &&
+                  c.bytes.ends_with("$1\r\n2\r\n");
+    CHECK(released == 1);
+  } else {
+    f.engine.extend(extend_request{"r", owner, 10000}, a, 1);
+    f.answer(0, request_kind::extend, extended(1));
+    f.answer(4, request_kind::extend, extended(-1));
+    CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::keyloss);
+    CHECK(f.engine.counters().key_losses == 1);
+  }
+}
+
+TEST_CASE("a fenced hand-over's late grant is the new holder's after the waiter's place "
+          "serves another request",
+          "[engine][handover][quarantine]") {
+  fixture f;
+  auto a = std::make_shared<captured_replies>();
+  auto b = std::make_shared<captured_replies>();
+  hold_with_waiter(f, a, b);
+  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
+  const std::uint64_t p = proposal_in(f, request_kind::hand_over);
+  f.answer(0, request_kind::hand_over, handed(1, 1));
+  f.answer(1, request_kind::hand_over, handed(p + 699, 1));
+  f.answer(2, request_kind::hand_over, handed(1, 1));
+  f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
+  REQUIRE(b->lines.count(0) == 1);
+  const std::string b_owner = words(b->lines[0])[1];
+  lock_request permit = lock_of("s", 10000); // takes the waiter's place, freed by its grant
+  permit.mode = lock_mode::permits;
+  permit.permits = 2;
+  f.engine.lock(permit, std::make_shared<captured_replies>(), 0);
+  f.answer(4, request_kind::hand_over, handed(1, 1)); // granted there too, after the grant
+  f.engine.extend(extend_request{"r", b_owner, 10000}, b, 1);
+  f.answer(0, request_kind::extend, extended(1));
+  f.answer(4, request_kind::extend, extended(-1));
+  CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.counters().key_losses == 1);
+}
+
+TEST_CASE("a permit granted to a client that left is released on any slot where the winning "
+          "round had not answered",
+          "[engine][kinds]") {
+  fixture f;
+  lock_request request = lock_of("s", 10000);
+  request.mode = lock_mode::permits;
+  request.permits = 2;
+  auto a = std::make_shared<captured_replies>();
+  f.engine.lock(request, a, 0);
+  const auto granted_slot = [](int slot) {
+    return "*6\r\n:1\r\n$1\r\n1\r\n" + master_time + "$1\r\n0\r\n:" + std::to_string(slot) + "\r\n";
+  };
+  f.engine.client_gone(a.get());
+  f.answer(0, request_kind::acquire_slot, granted_slot(0));
+  f.answer(1, request_kind::acquire_slot, granted_slot(0));
+  f.answer(2, request_kind::acquire_slot, granted_slot(0)); // granted, nobody to tell
+  CHECK(a->lines.empty());
+  // Masters 3 and 4 have not answered: each may give the attempt slot 1, which the release of
+  // the granted slot 0 would leave there until its TTL.
+  std::array<std::size_t, 5> attempt_releases{};
+  for (const auto& c : f.nodes.of(request_kind::cleanup))
+    attempt_releases[c.node] += c.bytes.ends_with("$1\r\n2\r\n");
+  CHECK(attempt_releases == std::array<std::size_t, 5>{0, 0, 0, 1, 1});
+  CHECK(f.count_sent(request_kind::cleanup) == 7); // and the lock's release everywhere
+}
+
 TEST_CASE("UNLOCK releases normally for a foreign owner or while the head's attempt is in flight",
           "[engine][handover]") {
   fixture f;
