@@ -1013,6 +1013,9 @@ TEST_CASE("a fenced grant's late grants are its own after its place serves anoth
   // Another kind's request takes the place; then master 4's grant of the first round comes.
   auto other = std::make_shared<captured_replies>();
   f.engine.lock(permit_first ? lock_of("r", 10000) : as_permit(lock_of("s", 10000)), other, 0);
+  const request_kind other_attempt =
+      permit_first ? request_kind::acquire : request_kind::acquire_slot;
+  REQUIRE(f.last_tag(0, other_attempt).op == f.last_tag(4, attempt).op); // the same place
   f.answer(4, attempt, grant(1, 1));
   if (permit_first) {
     std::size_t released = 0; // the attempt's release (its semaphore's n last): any slot
@@ -1035,7 +1038,12 @@ TEST_CASE("a fenced hand-over's late grant is the new holder's after the waiter'
   fixture f;
   auto a = std::make_shared<captured_replies>();
   auto b = std::make_shared<captured_replies>();
-  hold_with_waiter(f, a, b);
+  f.engine.lock(lock_of("r", 10000), a, 0);
+  f.answer_all(request_kind::acquire, granted(0), 3);
+  REQUIRE(a->lines[0].starts_with("OK "));
+  f.engine.lock(waiting_lock("r", 10000, 5000), b, 0);
+  const std::uint32_t waiter_place = f.last_tag(0, request_kind::acquire).op;
+  f.answer_all(request_kind::acquire, refused(300), 3);
   f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
   const std::uint64_t p = proposal_in(f, request_kind::hand_over);
   f.answer(0, request_kind::hand_over, handed(1, 1));
@@ -1048,6 +1056,7 @@ TEST_CASE("a fenced hand-over's late grant is the new holder's after the waiter'
   permit.mode = lock_mode::permits;
   permit.permits = 2;
   f.engine.lock(permit, std::make_shared<captured_replies>(), 0);
+  REQUIRE(f.last_tag(0, request_kind::acquire_slot).op == waiter_place);
   f.answer(4, request_kind::hand_over, handed(1, 1)); // granted there too, after the grant
   f.engine.extend(extend_request{"r", b_owner, 10000}, b, 1);
   f.answer(0, request_kind::extend, extended(1));
