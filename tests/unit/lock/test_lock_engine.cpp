@@ -90,6 +90,12 @@ std::string handed(std::uint64_t previous, int released) {
   return "*6\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
          ":" + std::to_string(released) + "\r\n$1\r\n0\r\n";
 }
+// permit_acquire's grant: {1, previous counter, TIME, largest rival ticket, the slot it took}.
+std::string granted_slot(std::uint64_t previous, int slot) {
+  const std::string text = std::to_string(previous);
+  return "*6\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
+         "$1\r\n0\r\n:" + std::to_string(slot) + "\r\n";
+}
 std::string not_handed(std::int64_t pttl) {
   return "*6\r\n:0\r\n:" + std::to_string(pttl) + "\r\n" + master_time + ":0\r\n$1\r\n0\r\n";
 }
@@ -951,12 +957,6 @@ TEST_CASE("a permit's late grant of another slot is released there, come during 
   request.permits = 2;
   f.engine.lock(request, f.client, 0);
   const std::uint64_t p = proposal_in(f, request_kind::acquire_slot);
-  // permit_acquire's grant: {1, previous counter, TIME, largest rival ticket, slot}.
-  const auto granted_slot = [](std::uint64_t previous, int slot) {
-    const std::string text = std::to_string(previous);
-    return "*6\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
-           "$1\r\n0\r\n:" + std::to_string(slot) + "\r\n";
-  };
   f.answer(0, request_kind::acquire_slot, granted_slot(1, 0));
   f.answer(1, request_kind::acquire_slot, granted_slot(p + 699, 0)); // a larger fence
   f.answer(2, request_kind::acquire_slot, granted_slot(1, 0));
@@ -991,11 +991,6 @@ TEST_CASE("a fenced grant's late grants are its own after its place serves anoth
     req.mode = lock_mode::permits;
     req.permits = 2;
     return req;
-  };
-  const auto granted_slot = [](std::uint64_t previous, int slot) {
-    const std::string text = std::to_string(previous);
-    return "*6\r\n:1\r\n$" + std::to_string(text.size()) + "\r\n" + text + "\r\n" + master_time +
-           "$1\r\n0\r\n:" + std::to_string(slot) + "\r\n";
   };
   auto a = std::make_shared<captured_replies>();
   const request_kind attempt = permit_first ? request_kind::acquire_slot : request_kind::acquire;
@@ -1074,13 +1069,10 @@ TEST_CASE("a permit granted to a client that left is released on any slot where 
   request.permits = 2;
   auto a = std::make_shared<captured_replies>();
   f.engine.lock(request, a, 0);
-  const auto granted_slot = [](int slot) {
-    return "*6\r\n:1\r\n$1\r\n1\r\n" + master_time + "$1\r\n0\r\n:" + std::to_string(slot) + "\r\n";
-  };
   f.engine.client_gone(a.get());
-  f.answer(0, request_kind::acquire_slot, granted_slot(0));
-  f.answer(1, request_kind::acquire_slot, granted_slot(0));
-  f.answer(2, request_kind::acquire_slot, granted_slot(0)); // granted, nobody to tell
+  f.answer(0, request_kind::acquire_slot, granted_slot(1, 0));
+  f.answer(1, request_kind::acquire_slot, granted_slot(1, 0));
+  f.answer(2, request_kind::acquire_slot, granted_slot(1, 0)); // granted, nobody to tell
   CHECK(a->lines.empty());
   // Masters 3 and 4 have not answered: each may give the attempt slot 1, which the release of
   // the granted slot 0 would leave there until its TTL.
