@@ -667,15 +667,29 @@ TEST_CASE("WAIT queues waiters first come, first served, and UNLOCK hands over a
 namespace {
 // `holder` holds "r" (fence 1); `waiter` waits behind it after one refused attempt (it retries
 // 300-320 ms later).
-void hold_with_waiter(fixture& f, const std::shared_ptr<captured_replies>& holder,
-                      const std::shared_ptr<captured_replies>& waiter) {
+// Returns the waiter's place in the engine (its requests' tag.op).
+std::uint32_t hold_with_waiter(fixture& f, const std::shared_ptr<captured_replies>& holder,
+                               const std::shared_ptr<captured_replies>& waiter) {
   f.engine.lock(lock_of("r", 10000), holder, 0);
   f.answer_all(request_kind::acquire, granted(0), 3);
   REQUIRE(holder->lines[0].starts_with("OK "));
   f.engine.lock(waiting_lock("r", 10000, 5000), waiter, 0);
+  const std::uint32_t place = f.last_tag(0, request_kind::acquire).op;
   f.answer_all(request_kind::acquire, refused(300), 3);
   REQUIRE(waiter->lines.empty());
   f.nodes.sent.clear();
+  return place;
+}
+// The holder's UNLOCK hands the lock over; masters 0-2 grant it, master 1 with a fence of
+// another daemon's above the proposal: a fencing round follows. Returns the proposal.
+std::uint64_t hand_over_meeting_a_fence(fixture& f,
+                                        const std::shared_ptr<captured_replies>& holder) {
+  f.engine.unlock(unlock_request{"r", owner_in(holder->lines[0])}, holder, 1);
+  const std::uint64_t p = proposal_in(f, request_kind::hand_over);
+  f.answer(0, request_kind::hand_over, handed(1, 1));
+  f.answer(1, request_kind::hand_over, handed(p + 699, 1)); // another daemon handed out p + 699
+  f.answer(2, request_kind::hand_over, handed(1, 1));
+  return p;
 }
 } // namespace
 
@@ -864,11 +878,7 @@ TEST_CASE("a hand-over that meets a larger fence takes a fencing round", "[engin
   auto a = std::make_shared<captured_replies>();
   auto b = std::make_shared<captured_replies>();
   hold_with_waiter(f, a, b);
-  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
-  const std::uint64_t p = proposal_in(f, request_kind::hand_over);
-  f.answer(0, request_kind::hand_over, handed(1, 1));
-  f.answer(1, request_kind::hand_over, handed(p + 699, 1)); // another daemon handed out p + 699
-  f.answer(2, request_kind::hand_over, handed(1, 1));
+  const std::uint64_t p = hand_over_meeting_a_fence(f, a);
   CHECK(a->lines[1] == "OK\n");
   CHECK(b->lines.empty());
   REQUIRE(f.count_sent(request_kind::fence_bump) == 5);
@@ -889,11 +899,7 @@ TEST_CASE("a hand-over's grants during its fencing round are the new holder's: a
   auto a = std::make_shared<captured_replies>();
   auto b = std::make_shared<captured_replies>();
   hold_with_waiter(f, a, b);
-  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
-  const std::uint64_t p = proposal_in(f, request_kind::hand_over);
-  f.answer(0, request_kind::hand_over, handed(1, 1));
-  f.answer(1, request_kind::hand_over, handed(p + 699, 1));
-  f.answer(2, request_kind::hand_over, handed(1, 1));
+  const std::uint64_t p = hand_over_meeting_a_fence(f, a);
   REQUIRE(f.count_sent(request_kind::fence_bump) == 5);
   f.answer(3, request_kind::hand_over, handed(1, 1)); // granted there too, after the quorum
   f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
@@ -1033,17 +1039,8 @@ TEST_CASE("a fenced hand-over's late grant is the new holder's after the waiter'
   fixture f;
   auto a = std::make_shared<captured_replies>();
   auto b = std::make_shared<captured_replies>();
-  f.engine.lock(lock_of("r", 10000), a, 0);
-  f.answer_all(request_kind::acquire, granted(0), 3);
-  REQUIRE(a->lines[0].starts_with("OK "));
-  f.engine.lock(waiting_lock("r", 10000, 5000), b, 0);
-  const std::uint32_t waiter_place = f.last_tag(0, request_kind::acquire).op;
-  f.answer_all(request_kind::acquire, refused(300), 3);
-  f.engine.unlock(unlock_request{"r", owner_in(a->lines[0])}, a, 1);
-  const std::uint64_t p = proposal_in(f, request_kind::hand_over);
-  f.answer(0, request_kind::hand_over, handed(1, 1));
-  f.answer(1, request_kind::hand_over, handed(p + 699, 1));
-  f.answer(2, request_kind::hand_over, handed(1, 1));
+  const std::uint32_t waiter_place = hold_with_waiter(f, a, b);
+  const std::uint64_t p = hand_over_meeting_a_fence(f, a);
   f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
   REQUIRE(b->lines.count(0) == 1);
   const std::string b_owner = words(b->lines[0])[1];
