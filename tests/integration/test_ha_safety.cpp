@@ -80,6 +80,7 @@ TEST_CASE("issue 11 case 1 - two daemons - a master restarted empty does not let
   // X's 30 s lock through D2 lands on exactly A, B and C: D and E hold another owner's key.
   set_foreign_key(fleet, {D, E}, "account", 60000);
   const lock_grant x = must_lock(c2, "LOCK account 30000");
+  REQUIRE(daemon_links_flushed(d2, fleet, {D, E})); // their refusals come first
   REQUIRE(nodes_holding(fleet, "account", x.owner) == std::vector<std::size_t>{A, B, C});
   delete_key(fleet, {D, E}, "account"); // the other owner's keys are gone
 

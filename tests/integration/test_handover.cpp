@@ -17,10 +17,10 @@ TEST_CASE("a hand-over notices a master that lost the releaser's key, as a plain
           "[integration][handover][quarantine]") {
   fleet_and_daemon env;
   // r1 and r2 are held on masters 0, 1 and 2 only: someone else held them on 3 and 4 for a
-  // moment when they were granted.
+  // moment when they were granted (a second: both LOCKs must fit in it on a loaded machine).
   for (const std::size_t i : {3u, 4u})
     for (const char* key : {"r1", "r2"})
-      REQUIRE(env.fleet.set_nx_px(i, key, "someone-else", 300));
+      REQUIRE(env.fleet.set_nx_px(i, key, "someone-else", 1000));
   line_client holder = env.client();
   const lock_grant r1 = must_lock(holder, "LOCK r1 30000");
   const lock_grant r2 = must_lock(holder, "LOCK r2 30000");

@@ -104,10 +104,13 @@ void with_readers_on_two_majorities(Then then, bool guards_lost = false) {
   line_client y_client(d1.port());
   occupy(fleet, {3, 4}, "report");
   const lock_grant x = must_lock(x_client, "LOCK report 30000 SHARED");
+  // (Answered at quorum: the refusals of 3 and 4 come before their keys go, or X is granted there.)
+  REQUIRE(daemon_links_flushed(d0, fleet, {3, 4}));
   vacate(fleet, {3, 4}, "report");
   REQUIRE(masters_with_reader(fleet, "report", x.owner) == std::vector<std::size_t>{0, 1, 2});
   occupy(fleet, {0, 1}, "report");
   const lock_grant y = must_lock(y_client, "LOCK report 30000 SHARED");
+  REQUIRE(daemon_links_flushed(d1, fleet, {0, 1}));
   vacate(fleet, {0, 1}, "report");
   REQUIRE(masters_with_reader(fleet, "report", y.owner) == std::vector<std::size_t>{2, 3, 4});
   // The other owner's key on 0 and 1 replaced X's guard there (a review), and taking it out left
@@ -182,6 +185,7 @@ std::string third_permit_after_split(nlohmann::json extra) {
   occupy(fleet, {3, 4}, "s permit:1");
   occupy(fleet, {0, 1, 2}, "s permit:1");
   const lock_grant x = must_lock(x_client, "LOCK s 30000 PERMITS 2");
+  REQUIRE(daemon_links_flushed(d0, fleet, {0, 1, 2, 3, 4})); // every attempt answered first
   vacate(fleet, {0, 1, 2, 3, 4}, "s permit:1");
   vacate(fleet, {3, 4}, "s permit:0");
   CHECK(owner_slot(x.owner) == "000");
@@ -189,6 +193,7 @@ std::string third_permit_after_split(nlohmann::json extra) {
   occupy(fleet, {0, 1}, "s permit:1");
   occupy(fleet, {3, 4}, "s permit:0");
   const std::string y_reply = y_client.request("LOCK s 30000 PERMITS 2");
+  REQUIRE(daemon_links_flushed(d1, fleet, {0, 1, 3, 4}));
   vacate(fleet, {0, 1}, "s permit:1");
   vacate(fleet, {3, 4}, "s permit:0");
   INFO("Y: " << y_reply);

@@ -294,6 +294,8 @@ TEST_CASE("a master emptied by FLUSHALL while the daemon stays connected does no
   const auto grant = parse_lock_ok(holder.request("LOCK held 30000"));
   REQUIRE(grant);
   REQUIRE(nodes_holding(env.fleet, "held", grant->owner) == std::vector<std::size_t>{0, 1, 2});
+  // (Answered at quorum: D's and E's refusals come before their keys go, or it is granted there.)
+  REQUIRE(daemon_links_flushed(env.daemon, env.fleet, {3, 4}));
   for (const std::size_t node : {3, 4})
     env.fleet.run(node, "DEL", "held");
   // C loses everything; the daemon's connections to it stay up, and nothing else happens.
