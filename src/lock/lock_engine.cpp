@@ -273,7 +273,7 @@ void lock_engine::on_reply(std::size_t node, const request_tag& tag, const scrip
       late_grant(tag, reply); // a waiter's failed attempt: a split
     // A granted one, fenced: its lease's masters. Its place may serve a request of another kind
     // by now (a fenced grant frees it at once): the round's tag finds it, not the place's kind.
-    if (tag.kind == request_kind::acquire || tag.kind == request_kind::acquire_slot)
+    if (is_acquire_request(tag.kind))
       late_winning_grant(tag, node, reply);
     return;
   }

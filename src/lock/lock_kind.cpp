@@ -222,6 +222,12 @@ const lock_kind_traits& traits_of(lock_kind kind) {
   return kinds[static_cast<std::size_t>(kind)];
 }
 
+bool is_acquire_request(request_kind request) {
+  return std::any_of(kinds.begin(), kinds.end(), [request](const lock_kind_traits& row) {
+    return row.acquire_request == request;
+  });
+}
+
 std::vector<std::string_view> members_of(std::string_view set_name) {
   std::vector<std::string_view> out;
   std::size_t start = 0;

@@ -103,6 +103,8 @@ struct lock_kind_traits {
 };
 
 const lock_kind_traits& traits_of(lock_kind kind);
+// Whether `request` is the acquire request of some kind (its row's acquire_request).
+bool is_acquire_request(request_kind request);
 
 // A permit's slot fits the tag's three hex digits; max_permits never exceeds it.
 inline constexpr std::uint32_t max_slots = 0x1000;

@@ -193,6 +193,12 @@ lock_request lock_of(std::string_view resource, std::uint64_t ttl) {
   return req;
 }
 
+lock_request with_permits(lock_request req, std::uint32_t n) {
+  req.mode = lock_mode::permits;
+  req.permits = n;
+  return req;
+}
+
 std::vector<std::string> words(const std::string& line) {
   std::vector<std::string> out;
   std::string word;
@@ -569,22 +575,17 @@ TEST_CASE("a permit try-lock behind waiters of another n asks the masters in a r
           "nothing",
           "[engine][wait][kinds]") {
   fixture f;
-  const auto permits = [](lock_request req, std::uint32_t n) {
-    req.mode = lock_mode::permits;
-    req.permits = n;
-    return req;
-  };
   auto waiter = std::make_shared<captured_replies>();
-  f.engine.lock(permits(waiting_lock("s", 10000, 5000), 1), waiter, 0);
+  f.engine.lock(with_permits(waiting_lock("s", 10000, 5000), 1), waiter, 0);
   REQUIRE(f.count_sent(request_kind::acquire_slot) == 5);
   // The waiters' n: BUSY 0 from the queue, no master asked.
   auto same = std::make_shared<captured_replies>();
-  f.engine.lock(permits(lock_of("s", 1000), 1), same, 0);
+  f.engine.lock(with_permits(lock_of("s", 1000), 1), same, 0);
   CHECK(same->lines.at(0) == "BUSY 0\n");
   CHECK(f.count_sent(request_kind::acquire_slot) == 5);
   // Another n: every master is asked with the first slot -1 (permit_acquire.lua: a check).
   auto other = std::make_shared<captured_replies>();
-  f.engine.lock(permits(lock_of("s", 1000), 3), other, 0);
+  f.engine.lock(with_permits(lock_of("s", 1000), 3), other, 0);
   const auto checks = f.nodes.of(request_kind::acquire_slot);
   REQUIRE(checks.size() == 10);
   for (std::size_t i = 5; i < 10; ++i)
@@ -608,7 +609,7 @@ TEST_CASE("a permit try-lock behind waiters of another n asks the masters in a r
   // A master that never answers: after the round's timeout, BUSY (never NOQUORUM) where fewer
   // than three report another n.
   auto again = std::make_shared<captured_replies>();
-  f.engine.lock(permits(lock_of("s", 1000), 3), again, 0);
+  f.engine.lock(with_permits(lock_of("s", 1000), 3), again, 0);
   for (std::size_t node = 0; node < 4; ++node)
     f.answer(node, request_kind::acquire_slot, node < 2 ? in_force : checked);
   CHECK(again->lines.empty());
@@ -690,6 +691,16 @@ std::uint64_t hand_over_meeting_a_fence(fixture& f,
   f.answer(1, request_kind::hand_over, handed(p + 699, 1)); // another daemon handed out p + 699
   f.answer(2, request_kind::hand_over, handed(1, 1));
   return p;
+}
+// `owner`'s EXTEND of "r" hears from master 4 that its key is gone: judged a key loss there
+// only if the lease counts master 4 among its masters.
+void extend_meets_key_loss_on_4(fixture& f, const std::string& owner,
+                                const std::shared_ptr<captured_replies>& sink) {
+  f.engine.extend(extend_request{"r", owner, 10000}, sink, 1);
+  f.answer(0, request_kind::extend, extended(1));
+  f.answer(4, request_kind::extend, extended(-1));
+  CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::keyloss);
+  CHECK(f.engine.counters().key_losses == 1);
 }
 } // namespace
 
@@ -958,9 +969,7 @@ TEST_CASE("a permit's late grant of another slot is released there, come during 
   // it: take_slot releases those the round heard of; the grants that come later are released
   // as they come, or the slot stays taken there until the TTL.
   fixture f;
-  lock_request request = lock_of("s", 10000);
-  request.mode = lock_mode::permits;
-  request.permits = 2;
+  const lock_request request = with_permits(lock_of("s", 10000), 2);
   f.engine.lock(request, f.client, 0);
   const std::uint64_t p = proposal_in(f, request_kind::acquire_slot);
   f.answer(0, request_kind::acquire_slot, granted_slot(1, 0));
@@ -993,14 +1002,9 @@ TEST_CASE("a fenced grant's late grants are its own after its place serves anoth
   fixture f;
   const bool permit_first = GENERATE(false, true);
   CAPTURE(permit_first);
-  const auto as_permit = [](lock_request req) {
-    req.mode = lock_mode::permits;
-    req.permits = 2;
-    return req;
-  };
   auto a = std::make_shared<captured_replies>();
   const request_kind attempt = permit_first ? request_kind::acquire_slot : request_kind::acquire;
-  f.engine.lock(permit_first ? as_permit(lock_of("s", 10000)) : lock_of("r", 10000), a, 0);
+  f.engine.lock(permit_first ? with_permits(lock_of("s", 10000), 2) : lock_of("r", 10000), a, 0);
   const std::uint64_t p = proposal_in(f, attempt);
   const auto grant = [&](std::uint64_t previous, int slot) {
     return permit_first ? granted_slot(previous, slot) : granted(previous);
@@ -1013,7 +1017,8 @@ TEST_CASE("a fenced grant's late grants are its own after its place serves anoth
   const std::string owner = owner_in(a->lines[0]);
   // Another kind's request takes the place; then master 4's grant of the first round comes.
   auto other = std::make_shared<captured_replies>();
-  f.engine.lock(permit_first ? lock_of("r", 10000) : as_permit(lock_of("s", 10000)), other, 0);
+  f.engine.lock(permit_first ? lock_of("r", 10000) : with_permits(lock_of("s", 10000), 2), other,
+                0);
   const request_kind other_attempt =
       permit_first ? request_kind::acquire : request_kind::acquire_slot;
   REQUIRE(f.last_tag(0, other_attempt).op == f.last_tag(4, attempt).op); // the same place
@@ -1025,11 +1030,7 @@ TEST_CASE("a fenced grant's late grants are its own after its place serves anoth
                   c.bytes.ends_with("$1\r\n2\r\n");
     CHECK(released == 1);
   } else {
-    f.engine.extend(extend_request{"r", owner, 10000}, a, 1);
-    f.answer(0, request_kind::extend, extended(1));
-    f.answer(4, request_kind::extend, extended(-1));
-    CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::keyloss);
-    CHECK(f.engine.counters().key_losses == 1);
+    extend_meets_key_loss_on_4(f, owner, a);
   }
 }
 
@@ -1044,26 +1045,18 @@ TEST_CASE("a fenced hand-over's late grant is the new holder's after the waiter'
   f.answer_all(request_kind::fence_bump, bulk(p + 699), 3);
   REQUIRE(b->lines.count(0) == 1);
   const std::string b_owner = words(b->lines[0])[1];
-  lock_request permit = lock_of("s", 10000); // takes the waiter's place, freed by its grant
-  permit.mode = lock_mode::permits;
-  permit.permits = 2;
-  f.engine.lock(permit, std::make_shared<captured_replies>(), 0);
+  // A permit takes the waiter's place, freed by its grant.
+  f.engine.lock(with_permits(lock_of("s", 10000), 2), std::make_shared<captured_replies>(), 0);
   REQUIRE(f.last_tag(0, request_kind::acquire_slot).op == waiter_place);
   f.answer(4, request_kind::hand_over, handed(1, 1)); // granted there too, after the grant
-  f.engine.extend(extend_request{"r", b_owner, 10000}, b, 1);
-  f.answer(0, request_kind::extend, extended(1));
-  f.answer(4, request_kind::extend, extended(-1));
-  CHECK(f.engine.status_of(4).reason == lock_engine::quarantine_reason::keyloss);
-  CHECK(f.engine.counters().key_losses == 1);
+  extend_meets_key_loss_on_4(f, b_owner, b);
 }
 
 TEST_CASE("a permit granted to a client that left is released on any slot where the winning "
           "round had not answered",
           "[engine][kinds]") {
   fixture f;
-  lock_request request = lock_of("s", 10000);
-  request.mode = lock_mode::permits;
-  request.permits = 2;
+  const lock_request request = with_permits(lock_of("s", 10000), 2);
   auto a = std::make_shared<captured_replies>();
   f.engine.lock(request, a, 0);
   f.engine.client_gone(a.get());
